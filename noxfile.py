@@ -1,0 +1,125 @@
+"""Environments and checks for the torchsmith monorepo.
+
+    nox -s tests            every package and the cross-package tests/ in one environment
+    nox -s tests_isolated   each package alone, with only its declared dependencies
+    nox -s lint             ruff, and the layout rules of DESIGN.md
+    nox -s bench            every benchmarks/bench_*.py
+    nox -s demo             the demo
+
+Arguments after `--` go to pytest (tests, tests_isolated) or to each benchmark script (bench).
+Environments are pip virtualenvs: uv would not see the CPU build of torch on the dev machines'
+disk and would download a multi-GB CUDA build. For the same reason torch is always installed
+first, pinned by TORCHSMITH_TORCH (default torch==2.13.0), so that the packages' own `torch>=2.11`
+is already satisfied when pip reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import tomllib
+
+import nox
+
+ROOT = pathlib.Path(__file__).resolve().parent
+PACKAGES_DIR = ROOT / "packages"
+PACKAGES = ["ir", "capture", "autograd_aot", "prims", "inductor", "compile_api"]
+TORCH = os.environ.get("TORCHSMITH_TORCH", "torch==2.13.0")
+RUFF = "ruff==0.17.6"
+DEMO_MODULE = "torchsmith.ir.demo"
+
+nox.options.default_venv_backend = "virtualenv"
+nox.options.reuse_venv = "yes"
+nox.options.sessions = ["tests", "lint"]
+
+
+def _distribution_to_folder() -> dict[str, str]:
+    return {_project(folder)["name"]: folder for folder in PACKAGES}
+
+
+def _project(folder: str) -> dict:
+    return tomllib.loads((PACKAGES_DIR / folder / "pyproject.toml").read_text())["project"]
+
+
+def _with_torchsmith_dependencies(folder: str) -> list[str]:
+    """`folder` and every torchsmith package it needs, transitively, read from pyproject.toml."""
+    folder_of = _distribution_to_folder()
+    needed, pending = [], [folder]
+    while pending:
+        current = pending.pop()
+        if current in needed:
+            continue
+        needed.append(current)
+        for requirement in _project(current).get("dependencies", []):
+            name = re.match(r"[A-Za-z0-9._-]+", requirement).group(0).lower().replace("_", "-")
+            if name in folder_of:
+                pending.append(folder_of[name])
+    return needed
+
+
+def _install_torch(session: nox.Session) -> None:
+    session.install(TORCH)
+
+
+def _install_all_editable(session: nox.Session, extras: str = "") -> None:
+    _install_torch(session)
+    # One pip command, so pip resolves torchsmith-* to these folders and never looks for them on PyPI.
+    session.install(*[arg for folder in PACKAGES for arg in ("-e", f"{PACKAGES_DIR / folder}{extras}")])
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """All packages (editable) and the cross-package tests in one environment."""
+    _install_all_editable(session, extras="[test]")
+    session.run("pytest", *session.posargs)
+
+
+@nox.session
+@nox.parametrize("package", PACKAGES, ids=PACKAGES)
+def tests_isolated(session: nox.Session, package: str) -> None:
+    """One package built as a wheel and installed alone with its declared dependencies."""
+    _install_torch(session)
+    folders = _with_torchsmith_dependencies(package)
+    # Local folders in one pip command: pip builds and installs wheels from them (every time, so a
+    # reused environment never runs stale code) and never looks for torchsmith-* on PyPI.
+    session.install(f"{PACKAGES_DIR / package}[test]", *[str(PACKAGES_DIR / f) for f in folders[1:]])
+    allowed = {_project(folder)["name"] for folder in folders}
+    listing = session.run("python", "-m", "pip", "list", "--format=json", silent=True)
+    names = {distribution["name"] for distribution in json.loads(listing)}
+    stray = sorted(name for name in names if name.startswith("torchsmith") and name not in allowed)
+    if stray:
+        session.error(f"the environment for {package} also holds {stray}: rerun with --no-reuse-venv")
+    session.run("pytest", f"packages/{package}/tests", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff over the whole tree, then the layout rules (scripts/check_layout.py)."""
+    session.install(RUFF)
+    session.run("ruff", "check", ".", *session.posargs)
+    session.run("python", "scripts/check_layout.py")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Every benchmarks/bench_*.py; each writes its numbers under benchmarks/results/."""
+    scripts = sorted((ROOT / "benchmarks").glob("bench_*.py"))
+    if not scripts:
+        session.log("no benchmarks/bench_*.py yet: nothing to run")
+        return
+    _install_all_editable(session)
+    for script in scripts:
+        session.run("python", str(script.relative_to(ROOT)), *session.posargs)
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """The demo: python -m torchsmith.ir.demo."""
+    _install_all_editable(session)
+    probe = f"import importlib.util; print(importlib.util.find_spec({DEMO_MODULE!r}) is not None)"
+    found = session.run("python", "-c", probe, silent=True)
+    if found.strip() != "True":
+        session.skip(f"{DEMO_MODULE} is not written yet")
+    session.run("python", "-m", DEMO_MODULE)

@@ -1,0 +1,178 @@
+"""Min-cut partitioning of a functional joint graph into a forward and a backward graph.
+
+Which forward values does the backward keep? Saving everything it reads costs memory; recomputing
+cheap pointwise chains in the backward from a few saved values costs a little time. We pose it as a
+minimum cut: every candidate value `v` becomes an edge `v_in -> v_out` whose capacity is its size in
+bytes; data edges are infinite; the source feeds values that cannot be recomputed (inputs, matmuls,
+convolutions, reductions, random ops, ...) and the sink drains values the backward reads. The
+cheapest cut is the set of values to save; whatever lies on the sink side is recomputed.
+"""
+
+import time
+from dataclasses import dataclass
+
+import networkx as nx
+import torch
+
+from torchsmith.autograd_aot.errors import PartitionError
+from torchsmith.autograd_aot.views import is_view_op
+from torchsmith.ir import Graph, TensorType, Value, evaluate, lookup_op
+
+# Cheap to recompute although not tagged pointwise: data movement and factories.
+_RECOMPUTABLE = frozenset({
+    "aten._to_copy", "aten.clone", "aten.copy", "aten.expand_copy", "aten.full", "aten.full_like",
+    "aten.zeros", "aten.zeros_like", "aten.ones", "aten.ones_like", "aten.empty_like", "aten.empty",
+    "aten.empty_strided", "aten.scalar_tensor", "aten.slice_scatter", "aten.select_scatter", "aten.fill",
+    "aten.lift_fresh_copy", "aten.new_zeros", "aten.new_ones", "aten.new_empty", "aten.new_full",
+})
+
+
+def can_recompute(op: str) -> bool:
+    """Whether the partitioner may recompute `op` in the backward: pointwise ops, views and data
+    movement yes; matmuls, convolutions, reductions, normalizations and random ops never."""
+    if not op.startswith("aten."):
+        return False
+    overload = lookup_op(op).eager
+    tags = getattr(overload, "tags", ())
+    if torch.Tag.nondeterministic_seeded in tags:
+        return False  # recomputing would draw new random numbers: the mask must be saved
+    if is_view_op(op) or op.rsplit(".", 1)[0] in _RECOMPUTABLE:
+        return True
+    return torch.Tag.pointwise in tags
+
+
+def nbytes(value: Value) -> int:
+    """Bytes a value occupies (0 for non-tensors)."""
+    t = value.type
+    if not isinstance(t, TensorType):
+        return 0
+    numel = 1
+    for d in t.shape:
+        numel *= evaluate(d, {}) if not isinstance(d, int) else d
+    return numel * t.dtype.itemsize
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryReport:
+    """Activation memory kept for the backward (graph inputs excluded: the caller holds them)."""
+
+    saved_bytes: int
+    save_all_bytes: int
+    saved_values: tuple[str, ...]
+    recomputed_nodes: int
+
+    @property
+    def saved_fraction(self) -> float:
+        return self.saved_bytes / self.save_all_bytes if self.save_all_bytes else 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Partition:
+    """`forward(inputs) -> fw outputs + saved`; `backward(saved + tangents) -> grads`."""
+
+    forward: Graph
+    backward: Graph
+    num_saved: int
+    report: MemoryReport
+
+
+def _ancestors(graph: Graph, roots, stop: set[str]) -> set[int]:
+    """Indices of the nodes needed to compute `roots`, not looking past the values in `stop`."""
+    producers = {v.name: i for i, node in enumerate(graph.nodes) for v in node.outputs}
+    needed, work = set(), [v.name for v in roots]
+    while work:
+        name = work.pop()
+        if name in stop or name not in producers or producers[name] in needed:
+            continue
+        index = producers[name]
+        needed.add(index)
+        work.extend(v.name for v in graph.nodes[index].inputs)
+    return needed
+
+
+def partition(joint: Graph, num_inputs: int, num_forward_outputs: int) -> Partition:
+    """Split `joint` (inputs: `num_inputs` primals then tangents; outputs: `num_forward_outputs`
+    forward outputs then gradients) by min-cut. Forward outputs keep their order, then come the saved
+    values; the backward takes the saved values then the tangents."""
+    start = time.perf_counter()
+    primals, tangents = joint.inputs[:num_inputs], joint.inputs[num_inputs:]
+    fw_outputs, grads = joint.outputs[:num_forward_outputs], joint.outputs[num_forward_outputs:]
+    primal_names = {v.name for v in primals}
+    producer = {v.name: node for node in joint.nodes for v in node.outputs}
+
+    # Values that depend on a tangent can only exist in the backward.
+    backward_only = {v.name for v in tangents}
+    for node in joint.nodes:
+        if any(v.name in backward_only for v in node.inputs):
+            backward_only.update(v.name for v in node.outputs)
+    for v in fw_outputs:
+        if v.name in backward_only:
+            raise PartitionError(f"forward output %{v.name} depends on a tangent: malformed joint graph")
+
+    # What the backward reads from the forward side.
+    needed_by_backward: dict[str, Value] = {}
+    for node in joint.nodes:
+        if any(v.name in backward_only for v in node.outputs):
+            for v in node.inputs:
+                if v.name not in backward_only:
+                    needed_by_backward[v.name] = v
+    for v in grads:
+        if v.name not in backward_only:
+            needed_by_backward[v.name] = v
+
+    flow = nx.DiGraph()
+    candidates = {v.name: v for v in primals}
+    for node in joint.nodes:
+        candidates.update({v.name: v for v in node.outputs if v.name not in backward_only})
+    for name, value in candidates.items():
+        weight = 0 if name in primal_names else nbytes(value)
+        flow.add_edge(f"{name}.in", f"{name}.out", capacity=weight)
+        node = producer.get(name)
+        if node is None or not can_recompute(node.op):
+            flow.add_edge("source", f"{name}.in")  # no capacity attribute: infinite
+        else:
+            for v in node.inputs:
+                flow.add_edge(f"{v.name}.out", f"{name}.in")
+    for name in needed_by_backward:
+        flow.add_edge(f"{name}.out", "sink")
+    if needed_by_backward:
+        _, (reachable, _) = nx.minimum_cut(flow, "source", "sink")
+    else:
+        reachable = set(flow.nodes)
+    # A cut edge `v.in -> v.out` saves v; the check on the sink's ancestors skips zero-weight
+    # edges (inputs) that nothing in the backward reads.
+    feeds_backward = nx.ancestors(flow, "sink") if needed_by_backward else set()
+    saved = [
+        candidates[name] for name in candidates
+        if f"{name}.in" in reachable and f"{name}.out" not in reachable and f"{name}.out" in feeds_backward
+    ]
+    saved_names = {v.name for v in saved}
+
+    forward_nodes = _ancestors(joint, list(fw_outputs) + saved, set())
+    backward_nodes = _ancestors(joint, grads, saved_names | {v.name for v in tangents})
+    for i in backward_nodes:
+        for v in joint.nodes[i].inputs:
+            if v.name in primal_names and v.name not in saved_names:
+                raise PartitionError(f"backward reads input %{v.name} that was not saved (partitioner bug)")
+    forward = joint.replace(
+        name=f"{joint.name}_forward",
+        inputs=tuple(primals),
+        nodes=tuple(n for i, n in enumerate(joint.nodes) if i in forward_nodes),
+        outputs=tuple(fw_outputs) + tuple(saved),
+        stamps=joint.stamps,
+    )
+    backward = Graph(
+        f"{joint.name}_backward", tuple(saved) + tuple(tangents),
+        tuple(n for i, n in enumerate(joint.nodes) if i in backward_nodes), tuple(grads), joint.stamps,
+    )
+    save_all = sum(nbytes(v) for name, v in needed_by_backward.items() if name not in primal_names)
+    report = MemoryReport(
+        saved_bytes=sum(nbytes(v) for v in saved if v.name not in primal_names),
+        save_all_bytes=save_all,
+        saved_values=tuple(v.name for v in saved),
+        recomputed_nodes=len(forward_nodes & backward_nodes),
+    )
+    seconds = time.perf_counter() - start
+    forward, backward = forward.stamped("partition", seconds), backward.stamped("partition", seconds)
+    return Partition(forward, backward, len(saved), report)
+

@@ -1,0 +1,242 @@
+"""The runtime: compiled forward and backward graphs behind a `torch.autograd.Function`.
+
+`aot_compile(graph, example_inputs, fw_compiler, bw_compiler)` returns a callable with the graph's
+calling convention (inputs in, list of outputs out). Per input signature (shapes, strides, dtypes,
+requires_grad, grad mode) it traces, functionalizes and partitions once, then on every call:
+
+1. refuses mutated inputs that share storage with another input (the trace assumed they do not);
+2. runs the compiled forward, inside an `autograd.Function` when some input requires grad; the
+   backward graph is compiled on the first `.backward()`;
+3. copies the new values of mutated inputs back into them;
+4. rebuilds outputs that alias inputs or each other as real views, as eager returns them.
+"""
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from torchsmith.autograd_aot.errors import AliasingError, AotAutogradError
+from torchsmith.autograd_aot.functionalize import functionalize
+from torchsmith.autograd_aot.partition import MemoryReport, partition
+from torchsmith.autograd_aot.trace import TracedProgram, trace
+from torchsmith.autograd_aot.views import first_tensor_arg
+from torchsmith.ir import Graph, interpret
+from torchsmith.ir.interpreter import run_node
+
+Compiler = Callable[[Graph, list], Callable]
+
+
+@dataclass
+class CompiledProgram:
+    """One specialization: the graphs, their compiled callables and the calling metadata."""
+
+    traced: TracedProgram
+    mutated_inputs: tuple[int, ...]
+    forward_graph: Graph
+    forward_fn: Callable
+    backward_graph: Graph | None = None
+    bw_compiler: Compiler | None = None
+    num_saved: int = 0
+    report: MemoryReport | None = None
+    _backward_fn: Callable | None = field(default=None, repr=False)
+
+    @property
+    def is_training(self) -> bool:
+        return self.backward_graph is not None
+
+    def backward_fn(self, example_inputs) -> Callable:
+        """The compiled backward, compiled on first use (many programs never call backward)."""
+        if self._backward_fn is None:
+            self._backward_fn = self.bw_compiler(self.backward_graph, list(example_inputs))
+        return self._backward_fn
+
+
+def _distinct(results):
+    """An autograd.Function may not return one tensor twice; a later duplicate becomes an alias."""
+    seen, out = set(), []
+    for r in results:
+        if isinstance(r, torch.Tensor):
+            if id(r) in seen:
+                r = r.view_as(r)
+            seen.add(id(r))
+        out.append(r)
+    return out
+
+
+class _CompiledFunction(torch.autograd.Function):
+    """Calls the compiled forward; its backward calls the (lazily) compiled backward graph."""
+
+    @staticmethod
+    def forward(ctx, program: CompiledProgram, *args):
+        results = list(program.forward_fn(*args))
+        num_outputs = program.traced.num_outputs + len(program.mutated_inputs)
+        outputs, saved = _distinct(results[:num_outputs]), results[num_outputs:]
+        ctx.program = program
+        ctx.num_inputs = len(args)
+        ctx.saved_kinds = [isinstance(s, torch.Tensor) for s in saved]
+        ctx.saved_others = [s for s in saved if not isinstance(s, torch.Tensor)]
+        ctx.save_for_backward(*[s for s in saved if isinstance(s, torch.Tensor)])
+        differentiable = set(program.traced.differentiable_outputs)
+        frozen = [o for i, o in enumerate(outputs) if i not in differentiable and isinstance(o, torch.Tensor)]
+        ctx.mark_non_differentiable(*frozen)
+        return tuple(outputs)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, *grad_outputs):
+        program: CompiledProgram = ctx.program
+        tensors, others = iter(ctx.saved_tensors), iter(ctx.saved_others)
+        saved = [next(tensors) if is_tensor else next(others) for is_tensor in ctx.saved_kinds]
+        tangent_values = program.backward_graph.inputs[program.num_saved:]
+        tangents = []
+        for i, value in zip(program.traced.differentiable_outputs, tangent_values):
+            grad = grad_outputs[i]
+            if value.type.is_contiguous and not grad.is_contiguous():
+                grad = grad.contiguous()  # the backward was traced with the output's layout
+            tangents.append(grad)
+        grads = program.backward_fn(saved + tangents)(*saved, *tangents)
+        result = [None] * ctx.num_inputs
+        for index, grad in zip(program.traced.grad_inputs, grads):
+            result[index] = grad
+        return (None, *result)
+
+
+def _replay_views(chain, tensor):
+    for node, index in chain:
+        env = {first_tensor_arg(node).name: tensor}
+        try:
+            result = run_node(node, env, {})
+        except KeyError as e:
+            raise AotAutogradError(f"cannot rebuild output view {node.op}: it reads tensor {e}") from None
+        tensor = result[index] if isinstance(result, (list, tuple)) else result
+    return tensor
+
+
+def _check_mutated_inputs_do_not_alias(program: CompiledProgram, args) -> None:
+    for i in program.mutated_inputs:
+        storage = args[i].untyped_storage().data_ptr()
+        for j, other in enumerate(args):
+            if j != i and isinstance(other, torch.Tensor) and other.untyped_storage().data_ptr() == storage:
+                name_i = program.traced.graph.inputs[i].name
+                name_j = program.traced.graph.inputs[j].name
+                raise AliasingError(
+                    f"input %{name_i} is mutated by the compiled graph and shares storage with input "
+                    f"%{name_j}; the graph was traced for separate tensors. Pass a clone of one of them"
+                )
+
+
+def run_program(program: CompiledProgram, args) -> list:
+    """Call one compiled specialization with the full runtime epilogue."""
+    _check_mutated_inputs_do_not_alias(program, args)
+    if program.is_training:
+        results = _CompiledFunction.apply(program, *args)
+    else:
+        with torch.no_grad():
+            results = list(program.forward_fn(*args))
+    num_outputs, num_mutated = program.traced.num_outputs, len(program.mutated_inputs)
+    outputs, new_values = results[:num_outputs], results[num_outputs:num_outputs + num_mutated]
+    with torch.no_grad():
+        for i, new in zip(program.mutated_inputs, new_values):
+            args[i].copy_(new)
+    user_outputs = []
+    for spec in program.traced.output_specs:
+        if spec.kind == "constant":
+            user_outputs.append(spec.value)
+            continue
+        base = outputs[spec.index] if spec.kind == "graph" else args[spec.index]
+        user_outputs.append(_replay_views(spec.chain, base))
+    return user_outputs
+
+
+def compile_program(graph: Graph, example_inputs, fw_compiler: Compiler, bw_compiler: Compiler, *,
+                    training: bool, decompose: Callable[[Graph], Graph] | None = None) -> CompiledProgram:
+    """Trace, functionalize, (decompose,) partition and compile `graph` for these inputs."""
+    traced = trace(graph, list(example_inputs), training=training)
+    joint, mutated = functionalize(traced.graph, traced.num_outputs)
+    if decompose is not None:
+        start = time.perf_counter()
+        joint = decompose(joint).stamped("decompose", time.perf_counter() - start)
+    fw_examples = list(example_inputs)
+    if not traced.is_training:
+        return CompiledProgram(traced, mutated, joint, fw_compiler(joint, fw_examples))
+    num_forward_outputs = traced.num_outputs + len(mutated)
+    parts = partition(joint, traced.num_inputs, num_forward_outputs)
+    return CompiledProgram(
+        traced, mutated, parts.forward, fw_compiler(parts.forward, fw_examples), parts.backward, bw_compiler,
+        parts.num_saved, parts.report,
+    )
+
+
+def _signature(args) -> tuple:
+    key = [torch.is_grad_enabled()]
+    for x in args:
+        if isinstance(x, torch.Tensor):
+            key.append((tuple(x.shape), x.stride(), x.dtype, x.device, x.requires_grad))
+        else:
+            key.append((type(x), x))
+    return tuple(key)
+
+
+class AotFunction:
+    """The callable `aot_compile` returns: one compiled program per input signature."""
+
+    def __init__(self, graph: Graph, fw_compiler: Compiler, bw_compiler: Compiler, decompose=None):
+        self.graph = graph
+        self.fw_compiler, self.bw_compiler, self.decompose = fw_compiler, bw_compiler, decompose
+        self.programs: dict[tuple, CompiledProgram] = {}
+        self.last_program: CompiledProgram | None = None
+
+    def program_for(self, args) -> CompiledProgram:
+        """The compiled program for these inputs, compiling it on first sight of their signature."""
+        key = _signature(args)
+        program = self.programs.get(key)
+        if program is None:
+            training = torch.is_grad_enabled() and any(
+                isinstance(x, torch.Tensor) and x.requires_grad for x in args
+            )
+            program = compile_program(self.graph, args, self.fw_compiler, self.bw_compiler,
+                                      training=training, decompose=self.decompose)
+            self.programs[key] = program
+        self.last_program = program
+        return program
+
+    def __call__(self, *args) -> list:
+        return run_program(self.program_for(args), args)
+
+
+def aot_compile(graph: Graph, example_inputs, fw_compiler: Compiler, bw_compiler: Compiler | None = None, *,
+                decompose: Callable[[Graph], Graph] | None = None) -> AotFunction:
+    """Compile a torch-level graph ahead of time for forward and backward.
+
+    `fw_compiler(graph, example_inputs) -> callable` compiles the forward (or inference) ATen
+    graph, `bw_compiler` the backward graph (default: `fw_compiler`); `decompose`, if given, maps the
+    functional ATen graph to a lower one (e.g. `torchsmith.prims.decompose`) before partitioning.
+
+        >>> fn = aot_compile(graph, [x, w], interpreter_compiler, interpreter_compiler)  # doctest: +SKIP
+        >>> (y,) = fn(x, w); y.sum().backward()  # doctest: +SKIP
+    """
+    function = AotFunction(graph, fw_compiler, bw_compiler or fw_compiler, decompose)
+    function.program_for(list(example_inputs))
+    return function
+
+
+def interpreter_compiler(graph: Graph, example_inputs) -> Callable:
+    """A compiler that does not compile: it runs the graph with the reference interpreter."""
+
+    def run(*args):
+        return interpret(graph, *args)
+
+    return run
+
+
+def aot_eager(graph: Graph, example_inputs, *, decompose=None) -> AotFunction:
+    """`aot_compile` with the reference interpreter for forward and backward."""
+    return aot_compile(graph, example_inputs, interpreter_compiler, interpreter_compiler, decompose=decompose)
+
+
+def aot_eager_backend(graph: Graph, example_inputs) -> Callable:
+    """The `"aot_eager"` backend, with the custom-backend signature `backend(graph, example_inputs)`."""
+    return aot_eager(graph, example_inputs)
+

@@ -1,0 +1,280 @@
+"""Trace a `torch.*` graph down to ATen ops by running it on meta tensors under a dispatch mode.
+
+Every ATen call that reaches the Python dispatch key (below autograd, so `F.linear` arrives as
+`aten.t` + `aten.addmm`) becomes a node of a new graph, typed from the meta result. For training, the
+same trace goes on into `torch.autograd.grad`, so the recorded graph is the joint forward+backward.
+The result still contains in-place ops and views exactly as PyTorch ran them;
+`functionalize.functionalize` removes them.
+
+Sizes are concrete: meta tensors need real sizes, so a graph with symbolic sizes is traced at the
+sizes of its example inputs (the runtime retraces when they change). Plan for symbolic graphs:
+trace at two hint sizes per symbol and re-express each int of the second trace that differs from the
+first as the affine expression in the symbols that fits both (see README); not implemented yet.
+"""
+
+from dataclasses import dataclass
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from torchsmith.autograd_aot.errors import TraceError
+from torchsmith.autograd_aot.views import track_aliases
+from torchsmith.ir import Graph, Node, ScalarType, SymIntType, TensorType, Value, op_name_of, type_of
+from torchsmith.ir.builder import name_hint
+from torchsmith.ir.graph import freeze_arg
+from torchsmith.ir.interpreter import bind_symbols, run_node
+from torchsmith.ir.text import format_node
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSpec:
+    """How the runtime rebuilds one user output.
+
+    `kind` is "graph" (`index` into the graph's outputs), "input" (`index` into the inputs) or
+    "constant" (`value`); `chain` holds the view nodes (with output index) replayed on that tensor,
+    so an output that aliases an input or another output is a real view, as eager returns it.
+    """
+
+    kind: str
+    index: int = 0
+    chain: tuple[tuple[Node, int], ...] = ()
+    value: object = None
+
+
+@dataclass(frozen=True, slots=True)
+class TracedProgram:
+    """An ATen graph and what the runtime needs to call it.
+
+    Graph inputs are the original inputs, then one tangent per differentiable output; graph
+    outputs are the `num_outputs` distinct tensors the user outputs are built from, then one
+    gradient per entry of `grad_inputs` (the input index it belongs to).
+    """
+
+    graph: Graph
+    num_inputs: int
+    num_outputs: int
+    output_specs: tuple[OutputSpec, ...]
+    differentiable_outputs: tuple[int, ...] = ()
+    grad_inputs: tuple[int, ...] = ()
+
+    @property
+    def is_training(self) -> bool:
+        return bool(self.differentiable_outputs)
+
+
+class _Names:
+    """Fresh value names, readable (`addmm`, `addmm_1`) and never reused."""
+
+    def __init__(self):
+        self.taken: set[str] = set()
+
+    def fresh(self, hint: str) -> str:
+        name, n = hint, 0
+        while name in self.taken:
+            n += 1
+            name = f"{hint}_{n}"
+        self.taken.add(name)
+        return name
+
+
+class _Recorder(TorchDispatchMode):
+    """Runs each ATen op on meta tensors and appends it, typed, to `nodes`."""
+
+    def __init__(self, device: str):
+        super().__init__()
+        self.device = device
+        self.names = _Names()
+        self.inputs: list[Value] = []
+        self.nodes: list[Node] = []
+        self.values: dict[int, Value] = {}
+        self.tensors: dict[str, torch.Tensor] = {}
+        self.by_name: dict[str, Value] = {}
+        self.source: str | None = None
+
+    def bind(self, tensor: torch.Tensor, value: Value) -> None:
+        # The tensors dict keeps every traced tensor alive, so an id() is never reused.
+        self.values[id(tensor)] = value
+        self.tensors[value.name] = tensor
+        self.by_name[value.name] = value
+
+    def add_input(self, name: str, tensor_or_value, t=None) -> Value:
+        value = Value(self.names.fresh(name), t if t is not None else self.type_of(tensor_or_value))
+        self.inputs.append(value)
+        if isinstance(tensor_or_value, torch.Tensor):
+            self.bind(tensor_or_value, value)
+        return value
+
+    def type_of(self, result):
+        if isinstance(result, torch.Tensor):
+            t = TensorType.of(result)
+            return t.replace(device=self.device, strides=t.strides)
+        return type_of(result)
+
+    def value_of(self, tensor: torch.Tensor, op: str) -> Value:
+        value = self.values.get(id(tensor))
+        if value is None:
+            raise TraceError(
+                f"{op} received a tensor that no traced op produced (a tensor constant or global "
+                f"captured by the program?){self._where()}; pass tensors as graph inputs"
+            )
+        return value
+
+    def _where(self) -> str:
+        return f" while tracing {self.source}" if self.source else ""
+
+    def _to_ir(self, arg, op: str):
+        if isinstance(arg, torch.Tensor):
+            return self.value_of(arg, op)
+        if isinstance(arg, (list, tuple)):
+            items = [self._to_ir(a, op) for a in arg]
+            return items if isinstance(arg, list) else tuple(items)
+        if isinstance(arg, torch.device):
+            return torch.device(self.device) if arg.type == "meta" else arg
+        if isinstance(arg, torch.Generator):
+            raise TraceError(f"{op}: explicit torch.Generator arguments are not supported{self._where()}")
+        return arg
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        op = op_name_of(func)
+        ir_args = [self._to_ir(a, op) for a in args]
+        ir_kwargs = {k: self._to_ir(v, op) for k, v in kwargs.items()}
+        if "device" in kwargs and kwargs["device"] is not None:
+            # Factory ops run on meta, but the graph records the device the program asked for.
+            ir_kwargs["device"] = torch.device(self.device if torch.device(kwargs["device"]).type == "meta"
+                                               else kwargs["device"])
+            kwargs["device"] = torch.device("meta")
+        result = func(*args, **kwargs)
+        results = list(result) if isinstance(result, (list, tuple)) else [result]
+        hint = name_hint(op)
+        outputs = []
+        for r in results:
+            if r is not None and not isinstance(r, torch.Tensor):
+                raise TraceError(
+                    f"{op} returned a Python {type(r).__name__}{self._where()}: data-dependent values "
+                    "cannot be traced on meta tensors"
+                )
+            t = ScalarType("none") if r is None else self.type_of(r)
+            outputs.append(Value(self.names.fresh(hint), t))
+        try:
+            node = Node(op, tuple(freeze_arg(a) for a in ir_args),
+                        tuple((k, freeze_arg(v)) for k, v in ir_kwargs.items()), tuple(outputs), self.source)
+        except Exception as e:
+            raise TraceError(f"{op}: cannot record its arguments{self._where()}: {e}") from e
+        self.nodes.append(node)
+        for r, v in zip(results, outputs):
+            if isinstance(r, torch.Tensor):
+                self.bind(r, v)
+        return result
+
+
+def _meta_like(x: torch.Tensor, requires_grad: bool) -> torch.Tensor:
+    meta = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
+    return meta.requires_grad_(requires_grad)
+
+
+def _device_of(example_inputs) -> str:
+    devices = {str(x.device) for x in example_inputs if isinstance(x, torch.Tensor)}
+    if len(devices) > 1:
+        raise TraceError(f"inputs live on several devices ({', '.join(sorted(devices))}); use one device")
+    return devices.pop() if devices else "cpu"
+
+
+def _run_torch_graph(graph: Graph, env: dict, bindings: dict, recorder: _Recorder) -> list:
+    for node in graph.nodes:
+        recorder.source = node.source or format_node(node)
+        try:
+            result = run_node(node, env, bindings)
+        except TraceError:
+            raise
+        except Exception as e:
+            raise TraceError(f"while tracing {format_node(node)}: {type(e).__name__}: {e}") from e
+        if len(node.outputs) == 1:
+            env[node.outputs[0].name] = result
+        else:
+            for v, r in zip(node.outputs, result, strict=True):
+                env[v.name] = r
+    recorder.source = None
+    return [env[v.name] for v in graph.outputs]
+
+
+def _output_specs(recorder: _Recorder, outputs: list, num_inputs: int):
+    """Describe each user output as (base tensor, view chain) and list the distinct bases that
+    are not inputs: those become the graph's outputs."""
+    aliases = track_aliases(recorder.inputs, recorder.nodes)
+    input_index = {v.name: i for i, v in enumerate(recorder.inputs[:num_inputs])}
+    bases: list[str] = []
+    specs = []
+    for out in outputs:
+        if not isinstance(out, torch.Tensor):
+            specs.append(OutputSpec("constant", value=out))
+            continue
+        alias = aliases[recorder.value_of(out, "graph output").name]
+        if alias.root in input_index:
+            specs.append(OutputSpec("input", input_index[alias.root], alias.chain))
+            continue
+        if alias.root not in bases:
+            bases.append(alias.root)
+        specs.append(OutputSpec("graph", bases.index(alias.root), alias.chain))
+    return specs, bases
+
+
+def trace(graph: Graph, example_inputs, *, training: bool) -> TracedProgram:
+    """Trace `graph` (any dialect the interpreter runs) to ATen ops at the example inputs' sizes.
+
+    With `training`, inputs that require grad are differentiated: the graph gains one tangent
+    input per differentiable output and one gradient output per such input. Without it (or when no
+    output is differentiable) the result is the inference graph alone.
+    """
+    if len(example_inputs) != len(graph.inputs):
+        raise TraceError(f"graph {graph.name} takes {len(graph.inputs)} inputs, got {len(example_inputs)}")
+    recorder = _Recorder(_device_of(example_inputs))
+    env = {}
+    for value, x in zip(graph.inputs, example_inputs):
+        if isinstance(x, torch.Tensor):
+            meta = _meta_like(x, training and x.requires_grad)
+            recorder.add_input(value.name, meta)
+            env[value.name] = meta
+        else:
+            recorder.add_input(value.name, x, SymIntType(x) if type(x) is int else type_of(x))
+            env[value.name] = x
+    bindings = bind_symbols(graph, example_inputs)
+    num_inputs = len(graph.inputs)
+    # Saved tensors come back from autograd as the very objects that were saved, so the backward
+    # refers to the forward's values by identity.
+    keep_identity = torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)
+    with torch.enable_grad() if training else torch.no_grad(), keep_identity, recorder:
+        outputs = _run_torch_graph(graph, env, bindings, recorder)
+        specs, bases = _output_specs(recorder, outputs, num_inputs)
+        for value, x in zip(graph.inputs, example_inputs):
+            if isinstance(x, torch.Tensor) and env[value.name].requires_grad and not x.requires_grad:
+                raise TraceError(
+                    f"input %{value.name} does not require grad but is mutated in place with a value that "
+                    "does; compiled graphs only update inputs outside autograd. Detach the value or run "
+                    "the update under torch.no_grad()"
+                )
+        base_tensors = [recorder.tensors[name] for name in bases]
+        differentiable = tuple(i for i, t in enumerate(base_tensors) if t.requires_grad) if training else ()
+        grad_inputs: tuple[int, ...] = ()
+        grad_values: list[Value] = []
+        if differentiable:
+            tangents = []
+            for i in differentiable:
+                base = base_tensors[i]
+                tangent = torch.empty_strided(base.shape, base.stride(), dtype=base.dtype, device="meta")
+                recorder.add_input(f"tangent_{i}", tangent)
+                tangents.append(tangent)
+            wanted = [
+                i for i, x in enumerate(example_inputs) if isinstance(x, torch.Tensor) and x.requires_grad
+            ]
+            grads = torch.autograd.grad(
+                [base_tensors[i] for i in differentiable], [env[graph.inputs[i].name] for i in wanted],
+                tangents, allow_unused=True,
+            )
+            pairs = [(i, g) for i, g in zip(wanted, grads) if g is not None]
+            grad_inputs = tuple(i for i, _ in pairs)
+            grad_values = [recorder.value_of(g, "torch.autograd.grad") for _, g in pairs]
+    # A base is named by its root value: functionalization reads it after every mutation.
+    base_values = [recorder.by_name[name] for name in bases]
+    aten = Graph(graph.name, tuple(recorder.inputs), tuple(recorder.nodes), tuple(base_values + grad_values))
+    return TracedProgram(aten, num_inputs, len(bases), tuple(specs), differentiable, grad_inputs)

@@ -1,0 +1,22 @@
+"""Bytecode capture: runs a Python function symbolically over its CPython 3.11/3.12 bytecode and
+records the tensor program as a `torchsmith.ir.Graph` in the `torch.*` dialect, with guards that
+decide when the recorded graph may be reused and graph breaks where Python must run natively.
+"""
+
+from torchsmith.capture.__about__ import __version__
+from torchsmith.capture.api import CapturedFunction, CapturedModule, capture, reset_all
+from torchsmith.capture.dispatch import RECOMPILE_LIMIT, CaptureRecord, CaptureSession
+from torchsmith.capture.errors import (
+    CaptureError,
+    FullGraphError,
+    RecompileLimitError,
+    Unsupported,
+    UnsupportedBytecodeError,
+)
+from torchsmith.capture.instructions import Instruction, normalize
+
+__all__ = [
+    "RECOMPILE_LIMIT", "CaptureError", "CaptureRecord", "CaptureSession", "CapturedFunction", "CapturedModule",
+    "FullGraphError", "Instruction", "RecompileLimitError", "Unsupported", "UnsupportedBytecodeError",
+    "__version__", "capture", "normalize", "reset_all",
+]

@@ -1,0 +1,167 @@
+"""Entry points: wrapping a function or an `nn.Module` so its calls go through the dispatcher.
+
+    >>> from torchsmith.capture import capture
+    >>> from torchsmith.ir import interpret
+    >>> f = capture(lambda x: x.sin() + 1, backend=lambda g, ex: lambda *a: interpret(g, *a))
+"""
+
+import functools
+import types
+import weakref
+
+import torch
+
+from torchsmith.capture.dispatch import CaptureSession, bind
+from torchsmith.capture.errors import CaptureError
+
+_SESSIONS: "weakref.WeakSet[CaptureSession]" = weakref.WeakSet()
+
+
+class CapturedFunction:
+    """A Python function whose calls are captured (the callable `compile` returns for functions)."""
+
+    def __init__(self, fn: types.FunctionType, session: CaptureSession):
+        if not isinstance(fn, types.FunctionType):
+            raise CaptureError(f"capture needs a Python function or nn.Module, got {type(fn).__name__}")
+        self._fn = fn
+        self._session = session
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args, **kwargs):
+        fn = self._fn
+        if _disabled():
+            return fn(*args, **kwargs)
+        L = bind(fn, args, kwargs)
+        closure = fn.__closure__
+        if closure:
+            L["__closure__"] = closure
+        return self._session.run_code(fn.__code__, fn.__globals__, closure, L, lambda: fn(*args, **kwargs))
+
+    def __get__(self, obj, objtype=None):
+        # Decorating a method: bind like a function would.
+        return self if obj is None else types.MethodType(self, obj)
+
+    @property
+    def session(self) -> CaptureSession:
+        return self._session
+
+
+class CapturedModule(torch.nn.Module):
+    """An `nn.Module` whose `forward` is captured. It shares everything with the original module:
+    parameters, buffers, `state_dict` keys, attributes, `train()`/`eval()`."""
+
+    def __init__(self, module: torch.nn.Module, session: CaptureSession):
+        super().__init__()
+        object.__setattr__(self, "_orig_mod", module)
+        object.__setattr__(self, "_session", session)
+        forward = type(module).forward
+        if not isinstance(forward, types.FunctionType):
+            raise CaptureError(f"{type(module).__name__}.forward is not a Python function")
+        object.__setattr__(self, "_forward", CapturedFunction(forward, session))
+
+    def __call__(self, *args, **kwargs):
+        module = self._orig_mod
+        for hook in module._forward_pre_hooks.values():
+            result = hook(module, args)
+            if result is not None:
+                args = result if isinstance(result, tuple) else (result,)
+        output = self._forward(module, *args, **kwargs)
+        for hook in module._forward_hooks.values():
+            result = hook(module, args, output)
+            if result is not None:
+                output = result
+        return output
+
+    forward = __call__
+
+    def __getattr__(self, name):
+        return getattr(object.__getattribute__(self, "_orig_mod"), name)
+
+    def __setattr__(self, name, value):
+        setattr(self._orig_mod, name, value)
+
+    def __delattr__(self, name):
+        delattr(self._orig_mod, name)
+
+    def __dir__(self):
+        return dir(self._orig_mod)
+
+    def __repr__(self):
+        return f"CapturedModule({self._orig_mod!r})"
+
+    # nn.Module's own methods would look at the (empty) wrapper: send them to the original.
+    def state_dict(self, *args, **kwargs):
+        return self._orig_mod.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, *args, **kwargs):
+        return self._orig_mod.load_state_dict(*args, **kwargs)
+
+    def named_parameters(self, *args, **kwargs):
+        return self._orig_mod.named_parameters(*args, **kwargs)
+
+    def parameters(self, *args, **kwargs):
+        return self._orig_mod.parameters(*args, **kwargs)
+
+    def named_buffers(self, *args, **kwargs):
+        return self._orig_mod.named_buffers(*args, **kwargs)
+
+    def buffers(self, *args, **kwargs):
+        return self._orig_mod.buffers(*args, **kwargs)
+
+    def named_modules(self, *args, **kwargs):
+        return self._orig_mod.named_modules(*args, **kwargs)
+
+    def modules(self):
+        return self._orig_mod.modules()
+
+    def children(self):
+        return self._orig_mod.children()
+
+    def named_children(self):
+        return self._orig_mod.named_children()
+
+    def train(self, mode: bool = True):
+        self._orig_mod.train(mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def to(self, *args, **kwargs):
+        self._orig_mod.to(*args, **kwargs)
+        return self
+
+    def zero_grad(self, set_to_none: bool = True):
+        self._orig_mod.zero_grad(set_to_none)
+
+    def register_forward_hook(self, *args, **kwargs):
+        return self._orig_mod.register_forward_hook(*args, **kwargs)
+
+    def register_forward_pre_hook(self, *args, **kwargs):
+        return self._orig_mod.register_forward_pre_hook(*args, **kwargs)
+
+
+def capture(obj, backend, *, fullgraph: bool = False, dynamic=None, session: CaptureSession | None = None):
+    """Wrap a function or module so every call runs captured graphs through `backend`, a callable
+    `backend(graph, example_inputs) -> compiled` where `compiled(*inputs)` returns the outputs."""
+    if session is None:
+        session = CaptureSession(backend, fullgraph=fullgraph, dynamic=dynamic)
+        _SESSIONS.add(session)
+    if isinstance(obj, torch.nn.Module):
+        return CapturedModule(obj, session)
+    if isinstance(obj, types.MethodType):
+        return types.MethodType(CapturedFunction(obj.__func__, session), obj.__self__)
+    return CapturedFunction(obj, session)
+
+
+def reset_all() -> None:
+    """Drop every cached capture of every session."""
+    for session in list(_SESSIONS):
+        session.reset()
+
+
+_DISABLED = [0]
+
+
+def _disabled() -> bool:
+    return _DISABLED[0] > 0

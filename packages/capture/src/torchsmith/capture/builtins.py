@@ -1,0 +1,349 @@
+"""Builtin functions and methods of Python containers, applied to trackers."""
+
+import builtins
+import functools
+
+import torch
+
+from torchsmith.capture.errors import Unsupported
+from torchsmith.capture.variables import (
+    ConstVar,
+    DictVar,
+    FunctionVar,
+    IteratorVar,
+    ListVar,
+    MethodVar,
+    SetVar,
+    SuperVar,
+    TensorVar,
+    TupleVar,
+)
+
+
+class BuiltinOps:
+    """Mixin of the Tracer: `builtin_handler(fn)` returns a handler `(args, kwargs) -> tracker`."""
+
+    def builtin_handler(self, fn):
+        try:
+            name = _HANDLED.get(fn)
+        except TypeError:  # unhashable callables
+            return None
+        if name is None:
+            return None
+        return getattr(self, "builtin_" + name)
+
+    # ----------------------------------------------------------------- sizes and types
+    def builtin_len(self, args, kwargs):
+        (obj,) = args
+        if isinstance(obj, TensorVar):
+            return self.call_tensor_method(obj, "__len__", [], {})
+        if isinstance(obj, ConstVar) and not isinstance(obj.value, torch.nn.Module):
+            return self.call_pure(len, args, kwargs)
+        return ConstVar(len(self.sequence_items(obj)))
+
+    def builtin_isinstance(self, args, kwargs):
+        obj, classes = args
+        classes = self.as_python(classes)
+        return ConstVar(isinstance(self.example_of(obj), classes) if not isinstance(obj, TensorVar)
+                        else _tensor_isinstance(obj, classes))
+
+    def example_of(self, tracker):
+        """A stand-in Python object with the tracker's type (for isinstance/type)."""
+        if isinstance(tracker, ConstVar):
+            return tracker.value
+        if isinstance(tracker, ListVar):
+            return []
+        if isinstance(tracker, TupleVar):
+            return tracker.cls(*([None] * len(tracker.cls._fields))) if tracker.cls else ()
+        if isinstance(tracker, DictVar):
+            return tracker.cls()
+        if isinstance(tracker, SetVar):
+            return set()
+        if isinstance(tracker, (FunctionVar,)):
+            return lambda: None
+        if isinstance(tracker, MethodVar):
+            return self.example_method
+        raise Unsupported(f"type of {tracker.describe()}")
+
+    def example_method(self):  # pragma: no cover - only its type is used
+        return None
+
+    def builtin_type(self, args, kwargs):
+        (obj,) = args
+        if isinstance(obj, TensorVar):
+            return ConstVar(torch.Tensor if obj.source is None else _source_type(obj, self))
+        return ConstVar(type(self.example_of(obj)))
+
+    def builtin_callable(self, args, kwargs):
+        (obj,) = args
+        if isinstance(obj, ConstVar):
+            return ConstVar(callable(obj.value))
+        return ConstVar(isinstance(obj, (FunctionVar, MethodVar)) or type(obj).__name__ == "BuiltinMethodVar")
+
+    def builtin_getattr(self, args, kwargs):
+        obj, name = args[0], self.as_python(args[1])
+        if len(args) == 3:
+            try:
+                return self.getattr(obj, name)
+            except Unsupported as e:
+                if "AttributeError" not in e.reason and "has no attribute" not in e.reason:
+                    raise
+                return args[2]
+        return self.getattr(obj, name)
+
+    def builtin_hasattr(self, args, kwargs):
+        obj, name = args[0], self.as_python(args[1])
+        if isinstance(obj, TensorVar):
+            return ConstVar(hasattr(torch.Tensor, name) or name in ("shape", "dtype", "device"))
+        if isinstance(obj, ConstVar):
+            if (id(obj.value), name) in self.attr_writes:
+                return ConstVar(True)
+            return ConstVar(hasattr(obj.value, name))
+        return ConstVar(hasattr(self.example_of(obj), name))
+
+    def builtin_setattr(self, args, kwargs):
+        obj, name, value = args
+        self.setattr(obj, self.as_python(name), value)
+        return ConstVar(None)
+
+    def builtin_super(self, args, kwargs):
+        if len(args) != 2:
+            raise Unsupported("super() without arguments outside a method")
+        return SuperVar(self.as_python(args[0]), args[1])
+
+    # ----------------------------------------------------------------- iteration
+    def builtin_range(self, args, kwargs):
+        return self.call_pure(range, args, kwargs)
+
+    def builtin_iter(self, args, kwargs):
+        return IteratorVar(self.sequence_items(args[0]))
+
+    def builtin_next(self, args, kwargs):
+        iterator = args[0]
+        if not isinstance(iterator, IteratorVar):
+            raise Unsupported(f"next() on {iterator.describe()}")
+        item = iterator.next()
+        if item is None:
+            if len(args) > 1:
+                return args[1]
+            raise Unsupported("StopIteration from next()")
+        return item
+
+    def builtin_enumerate(self, args, kwargs):
+        start = self.as_python(args[1]) if len(args) > 1 else self.as_python(kwargs.get("start", ConstVar(0)))
+        items = self.sequence_items(args[0])
+        return IteratorVar([TupleVar([ConstVar(start + i), item]) for i, item in enumerate(items)])
+
+    def builtin_zip(self, args, kwargs):
+        if kwargs.get("strict") is not None and self.as_python(kwargs["strict"]):
+            lists = [self.sequence_items(a) for a in args]
+            if len({len(x) for x in lists}) > 1:
+                raise Unsupported("zip(strict=True) on sequences of different lengths")
+        lists = [self.sequence_items(a) for a in args]
+        return IteratorVar([TupleVar(group) for group in zip(*lists)])
+
+    def builtin_reversed(self, args, kwargs):
+        return IteratorVar(list(reversed(self.sequence_items(args[0]))))
+
+    def builtin_map(self, args, kwargs):
+        fn, *iterables = args
+        lists = [self.sequence_items(a) for a in iterables]
+        return IteratorVar([self.call(fn, list(group), {}) for group in zip(*lists)])
+
+    def builtin_filter(self, args, kwargs):
+        fn, iterable = args
+        items = self.sequence_items(iterable)
+        keep = []
+        for item in items:
+            verdict = item if isinstance(fn, ConstVar) and fn.value is None else self.call(fn, [item], {})
+            if self.truth(verdict):
+                keep.append(item)
+        return IteratorVar(keep)
+
+    def builtin_list(self, args, kwargs):
+        return ListVar(self.sequence_items(args[0]) if args else [])
+
+    def builtin_tuple(self, args, kwargs):
+        return TupleVar(self.sequence_items(args[0]) if args else [])
+
+    def builtin_dict(self, args, kwargs):
+        items = {}
+        if args:
+            source = args[0]
+            if isinstance(source, DictVar):
+                items.update(source.items)
+            else:
+                for pair in self.sequence_items(source):
+                    key, value = self.sequence_items(pair)
+                    items[self.dict_key(key)] = value
+        items.update(kwargs)
+        return DictVar(items)
+
+    def builtin_set(self, args, kwargs):
+        return SetVar(self.set_items([], self.sequence_items(args[0]) if args else []))
+
+    def builtin_sorted(self, args, kwargs):
+        values = [self.as_python(v) for v in self.sequence_items(args[0])]
+        kw = {k: self.as_python(v) for k, v in kwargs.items()}
+        return self.wrap_unguarded(sorted(values, **kw))
+
+    def builtin_any(self, args, kwargs):
+        return ConstVar(any(self.truth(v) for v in self.sequence_items(args[0])))
+
+    def builtin_all(self, args, kwargs):
+        return ConstVar(all(self.truth(v) for v in self.sequence_items(args[0])))
+
+    # ----------------------------------------------------------------- arithmetic
+    def builtin_sum(self, args, kwargs):
+        items = self.sequence_items(args[0])
+        total = args[1] if len(args) > 1 else kwargs.get("start", ConstVar(0))
+        for item in items:
+            total = self.binary("+", total, item)
+        return total
+
+    def _minmax(self, fn, args, kwargs):
+        items = self.sequence_items(args[0]) if len(args) == 1 else list(args)
+        if any(isinstance(i, TensorVar) for i in items):
+            raise Unsupported(f"{fn.__name__}() over tensors compares tensor values")
+        return self.call_pure(fn, [ListVar(items)], kwargs)
+
+    def builtin_min(self, args, kwargs):
+        return self._minmax(min, args, kwargs)
+
+    def builtin_max(self, args, kwargs):
+        return self._minmax(max, args, kwargs)
+
+    def builtin_abs(self, args, kwargs):
+        if isinstance(args[0], TensorVar):
+            return self.call_tensor_method(args[0], "__abs__", [], {})
+        return self.call_pure(abs, args, kwargs)
+
+    def builtin_pow(self, args, kwargs):
+        return self.binary("**", args[0], args[1]) if len(args) == 2 else self.call_pure(pow, args, kwargs)
+
+    def builtin_scalar(self, args, kwargs):
+        raise Unsupported("converting a tensor to a Python number (data-dependent)")
+
+    def builtin_print(self, args, kwargs):
+        raise Unsupported("print() (a Python side effect; it runs eagerly)")
+
+    def builtin_plain(self, fn, args, kwargs):
+        if any(isinstance(a, TensorVar) for a in args):
+            raise Unsupported(f"{fn.__name__}() of a tensor reads its data")
+        return self.call_pure(fn, args, kwargs)
+
+    # ----------------------------------------------------------------- container methods
+    def container_method(self, obj, name: str, args, kwargs):
+        if isinstance(obj, ListVar):
+            return self.list_method(obj, name, args, kwargs)
+        if isinstance(obj, DictVar):
+            return self.dict_method(obj, name, args, kwargs)
+        if isinstance(obj, TupleVar) and name in ("index", "count"):
+            return self.call_pure(getattr(tuple, name), [ConstVar(tuple(self.as_python(obj))), *args], kwargs)
+        if isinstance(obj, SetVar) and name in ("add", "update"):
+            new = [args[0]] if name == "add" else self.sequence_items(args[0])
+            obj.items = self.set_items(obj.items, new)
+            obj.mutated = True
+            return ConstVar(None)
+        raise Unsupported(f"method {name!r} of {obj.describe()}")
+
+    def list_method(self, obj: ListVar, name, args, kwargs):
+        items = obj.items
+        if name == "append":
+            items.append(args[0])
+        elif name == "extend":
+            items.extend(self.sequence_items(args[0]))
+        elif name == "insert":
+            items.insert(self.as_python(args[0]), args[1])
+        elif name == "pop":
+            if not items:
+                raise Unsupported("pop from empty list")
+            obj.mutated = True
+            return items.pop(self.as_python(args[0]) if args else -1)
+        elif name == "clear":
+            items.clear()
+        elif name == "reverse":
+            items.reverse()
+        elif name in ("index", "count"):
+            return self.call_pure(getattr(list, name), [ConstVar(self.as_python(obj)), *args], kwargs)
+        elif name == "copy":
+            return ListVar(items)
+        elif name == "sort":
+            values = sorted(self.as_python(obj), **{k: self.as_python(v) for k, v in kwargs.items()})
+            items[:] = [ConstVar(v) for v in values]
+        else:
+            raise Unsupported(f"list.{name}")
+        obj.mutated = True
+        return ConstVar(None)
+
+    def dict_method(self, obj: DictVar, name, args, kwargs):
+        items = obj.items
+        if name == "items":
+            return ListVar([TupleVar([ConstVar(k), v]) for k, v in items.items()])
+        if name == "keys":
+            return ListVar([ConstVar(k) for k in items])
+        if name == "values":
+            return ListVar(list(items.values()))
+        if name == "get":
+            key = self.as_python(args[0])
+            return items.get(key, args[1] if len(args) > 1 else ConstVar(None))
+        if name == "copy":
+            return DictVar(items, cls=obj.cls)
+        obj.mutated = True
+        if name == "update":
+            items.update(self.dict_items(args[0]) if args else {})
+            items.update(kwargs)
+        elif name == "pop":
+            key = self.as_python(args[0])
+            if key in items:
+                return items.pop(key)
+            if len(args) > 1:
+                return args[1]
+            raise Unsupported(f"KeyError: {key!r}")
+        elif name == "setdefault":
+            key = self.as_python(args[0])
+            if key not in items:
+                items[key] = args[1] if len(args) > 1 else ConstVar(None)
+            return items[key]
+        elif name == "clear":
+            items.clear()
+        else:
+            raise Unsupported(f"dict.{name}")
+        return ConstVar(None)
+
+
+def _tensor_isinstance(tracker, classes) -> bool:
+    return isinstance(torch.empty(0), classes) if tracker.source is None else issubclass(torch.Tensor, classes)
+
+
+def _source_type(tracker, tracer):
+    return torch.Tensor
+
+
+_HANDLED = {
+    builtins.len: "len", builtins.isinstance: "isinstance", builtins.type: "type", builtins.callable: "callable",
+    builtins.getattr: "getattr", builtins.hasattr: "hasattr", builtins.setattr: "setattr",
+    builtins.super: "super", builtins.range: "range", builtins.iter: "iter", builtins.next: "next",
+    builtins.enumerate: "enumerate", builtins.zip: "zip", builtins.reversed: "reversed", builtins.map: "map",
+    builtins.filter: "filter", builtins.list: "list", builtins.tuple: "tuple", builtins.dict: "dict",
+    builtins.set: "set", builtins.sorted: "sorted", builtins.any: "any", builtins.all: "all",
+    builtins.sum: "sum", builtins.min: "min", builtins.max: "max", builtins.abs: "abs", builtins.pow: "pow",
+    builtins.print: "print",
+}
+for _fn in (builtins.int, builtins.float, builtins.bool, builtins.str, builtins.round, builtins.divmod,
+            builtins.repr, builtins.chr, builtins.ord, builtins.hash, builtins.complex, builtins.format):
+    _HANDLED[_fn] = "plain_" + _fn.__name__
+
+
+def _make_plain(fn):
+    def handler(self, args, kwargs):
+        if any(isinstance(a, TensorVar) for a in args):
+            raise Unsupported(f"{fn.__name__}() of a tensor reads its data (data-dependent)")
+        return self.call_pure(fn, args, kwargs)
+
+    return handler
+
+
+for _fn, _name in list(_HANDLED.items()):
+    if _name.startswith("plain_"):
+        setattr(BuiltinOps, "builtin_" + _name, _make_plain(_fn))

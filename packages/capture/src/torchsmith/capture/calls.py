@@ -1,0 +1,267 @@
+"""Calls: the CALL opcodes and what calling each kind of tracker means.
+
+User functions, methods, lambdas and closures are inlined; `nn.Module` calls inline `forward`;
+torch functions and Tensor methods become graph nodes (see tensors.py for the naming); builtins
+and the `math`/`operator` modules fold on constants (builtins.py); anything else is a graph break.
+"""
+
+import inspect
+import math
+import operator
+import types
+
+import torch
+
+from torchsmith.capture.builtins import BuiltinOps
+from torchsmith.capture.errors import Unsupported
+from torchsmith.capture.tensors import DATA_DEPENDENT_METHODS, METADATA_METHODS
+from torchsmith.capture.variables import (
+    NULL,
+    BuiltinMethodVar,
+    CellVar,
+    ConstVar,
+    DictVar,
+    FunctionVar,
+    GradModeVar,
+    MethodVar,
+    TensorVar,
+    TupleVar,
+    WithExitVar,
+)
+from torchsmith.ir import op_name_of
+from torchsmith.ir.errors import UnknownOpError
+
+# Torch functions that build tensors from Python values only (recorded even with no tensor args).
+CREATION_FUNCTIONS = frozenset({
+    "zeros", "ones", "empty", "full", "arange", "linspace", "logspace", "eye", "tensor", "as_tensor",
+    "rand", "randn", "randint", "randperm", "zeros_like", "ones_like", "empty_like", "full_like",
+    "scalar_tensor", "empty_strided", "tril_indices", "triu_indices",
+})
+
+# Torch functions evaluated at capture time (they read no tensor data).
+STATIC_TORCH_FUNCTIONS = {
+    torch.is_tensor, torch.is_floating_point, torch.is_complex, torch.get_default_dtype, torch.numel,
+    torch.is_grad_enabled, torch.finfo, torch.iinfo, torch.device, torch.Size, torch.promote_types,
+    torch.result_type, torch.can_cast, torch.is_inference_mode_enabled,
+}
+
+
+class CallOps(BuiltinOps):
+    """Mixin of the Tracer."""
+
+    def op_CALL(self, frame, ins):
+        kwnames = ins.argval or ()
+        args = frame.popn(ins.arg)
+        kwargs = {}
+        if kwnames:
+            kwargs = dict(zip(kwnames, args[len(args) - len(kwnames):]))
+            args = args[:len(args) - len(kwnames)]
+        second = frame.pop()
+        first = frame.pop()
+        if first is NULL:
+            fn = second
+        else:
+            fn, args = first, [second, *args]
+        frame.push(self.call(fn, list(args), kwargs, frame))
+
+    def op_CALL_FUNCTION_EX(self, frame, ins):
+        kwargs = self.dict_items(frame.pop()) if ins.arg & 1 else {}
+        args = self.sequence_items(frame.pop())
+        fn = frame.pop()
+        if frame.stack and frame.stack[-1] is NULL:
+            frame.pop()
+        frame.push(self.call(fn, args, kwargs, frame))
+
+    # ----------------------------------------------------------------- dispatch
+    def call(self, fn, args: list, kwargs: dict, frame=None):
+        """The tracker of `fn(*args, **kwargs)`."""
+        depth = frame.depth if frame is not None else 1
+        if isinstance(fn, FunctionVar):
+            return self.inline(fn.code, fn.globals, fn.globals_source, fn.closure, args, kwargs,
+                               fn.defaults, fn.kwdefaults, depth)
+        if isinstance(fn, MethodVar):
+            return self.call(fn.func, [fn.obj, *args], kwargs, frame)
+        if isinstance(fn, BuiltinMethodVar):
+            if isinstance(fn.obj, TensorVar):
+                return self.call_tensor_method(fn.obj, fn.name, args, kwargs)
+            return self.call_container_method(fn.obj, fn.name, args, kwargs)
+        if isinstance(fn, WithExitVar):
+            self.set_grad_mode(fn.ctx.previous)
+            return ConstVar(None)
+        if isinstance(fn, ConstVar):
+            return self.call_value(fn, args, kwargs, depth)
+        raise Unsupported(f"calling {fn.describe()}")
+
+    def call_value(self, fn: ConstVar, args, kwargs, depth):
+        value = fn.value
+        special = self.builtin_handler(value)
+        if special is not None:
+            return special(args, kwargs)
+        if value is torch.no_grad or value is torch.enable_grad:
+            return GradModeVar(value is torch.enable_grad)
+        if value is torch.set_grad_enabled:
+            mode = bool(self.as_python(args[0] if args else kwargs["mode"]))
+            ctx = GradModeVar(mode)
+            ctx.previous = self.grad_enabled
+            self.set_grad_mode(mode)  # takes effect at the call, like eager
+            return ctx
+        if value is torch.is_grad_enabled:
+            return ConstVar(self.grad_enabled)
+        if isinstance(value, torch.nn.Module):
+            return self.call_module(fn, args, kwargs, depth)
+        if isinstance(value, types.MethodType):
+            return self.call(self.wrap_method(value, fn.source), args, kwargs)
+        torch_name = self.torch_op_name(value)
+        if torch_name is not None:
+            return self.call_torch(torch_name, value, args, kwargs)
+        if isinstance(value, types.FunctionType):
+            return self.inline_function(fn, args, kwargs, depth)
+        if getattr(value, "__module__", None) in ("math", "_operator", "operator"):
+            return self.call_pure(value, args, kwargs)
+        if isinstance(value, type):
+            return self.construct(value, args, kwargs)
+        name = getattr(value, "__qualname__", None) or type(value).__name__
+        raise Unsupported(f"call to {name}, which capture cannot trace (it runs eagerly)")
+
+    def inline_function(self, fn: ConstVar, args, kwargs, depth):
+        func = fn.value
+        if getattr(func, "__wrapped__", None) is not None and hasattr(func, "_torchsmith_disabled"):
+            raise Unsupported(f"{func.__qualname__} is marked torchsmith.disable")
+        src = fn.source
+        closure = ()
+        if func.__closure__:
+            closure = tuple(
+                CellVar(real=cell, source=f"{src}.__closure__[{i}]" if src else self.ns.name_of(cell))
+                for i, cell in enumerate(func.__closure__)
+            )
+        globals_source = f"{src}.__globals__" if src else f"{self.ns.name_of(func)}.__globals__"
+        defaults = tuple(self.wrap_unguarded(d) for d in (func.__defaults__ or ()))
+        kwdefaults = {k: self.wrap_unguarded(v) for k, v in (func.__kwdefaults__ or {}).items()}
+        return self.inline(func.__code__, func.__globals__, globals_source, closure, args, kwargs,
+                           defaults, kwdefaults, depth)
+
+    def call_module(self, fn: ConstVar, args, kwargs, depth):
+        module = fn.value
+        if (module._forward_hooks or module._forward_pre_hooks or module._backward_hooks
+                or getattr(module, "_forward_hooks_with_kwargs", None)
+                or torch.nn.modules.module._global_forward_hooks
+                or torch.nn.modules.module._global_forward_pre_hooks):
+            raise Unsupported(f"module {type(module).__name__} has hooks (its call runs eagerly)")
+        forward = type(module).forward
+        if not isinstance(forward, types.FunctionType):
+            raise Unsupported(f"{type(module).__name__}.forward is not a Python function")
+        return self.inline_function(ConstVar(forward), [fn, *args], kwargs, depth)
+
+    # ----------------------------------------------------------------- torch
+    def torch_op_name(self, value) -> str | None:
+        module = getattr(value, "__module__", None) or ""
+        qualname = getattr(value, "__qualname__", "")
+        if not (module.startswith("torch") or qualname.startswith(("Tensor.", "TensorBase.", "_VariableFunctions"))
+                or type(value).__name__ == "builtin_function_or_method" and module in ("torch", "")):
+            return None
+        if isinstance(value, type):
+            return None
+        try:
+            name = op_name_of(value)
+        except UnknownOpError:
+            return None
+        return name if name.startswith("torch.") else None
+
+    def call_torch(self, name: str, fn, args, kwargs):
+        if fn in STATIC_TORCH_FUNCTIONS:
+            if any(isinstance(a, TensorVar) for a in [*args, *kwargs.values()]):
+                if fn is torch.numel:
+                    return ConstVar(math.prod(args[0].type.shape))
+                if fn in (torch.is_tensor,):
+                    return ConstVar(True)
+                if fn in (torch.is_floating_point, torch.is_complex):
+                    return ConstVar(getattr(args[0].type.dtype, fn.__name__))
+                raise Unsupported(f"{name} on tensors")
+            return self.call_pure(fn, args, kwargs)
+        has_tensor = any(isinstance(a, TensorVar) for a in self.flat_trackers([*args, *kwargs.values()]))
+        short = name.rsplit(".", 1)[-1]
+        if not has_tensor and short not in CREATION_FUNCTIONS:
+            raise Unsupported(f"call to {name} without tensor arguments")
+        if short.startswith("manual_seed") or short in ("seed", "set_rng_state", "get_rng_state"):
+            raise Unsupported(f"{name} changes global RNG state")
+        return self.record(name, fn, args, kwargs)
+
+    def flat_trackers(self, trackers):
+        for t in trackers:
+            if isinstance(t, (TupleVar,)) or type(t).__name__ == "ListVar":
+                yield from self.flat_trackers(t.items)
+            else:
+                yield t
+
+    def call_tensor_method(self, tensor: TensorVar, name: str, args, kwargs):
+        if name in DATA_DEPENDENT_METHODS:
+            raise Unsupported(f"Tensor.{name}() reads tensor data (data-dependent)")
+        if name in METADATA_METHODS:
+            return self.tensor_metadata(tensor, name, args, kwargs)
+        if name in ("type", "__repr__", "__str__", "__format__", "__hash__", "__array__"):
+            raise Unsupported(f"Tensor.{name}()")
+        fn = getattr(torch.Tensor, name, None)
+        if fn is None or not callable(fn):
+            raise Unsupported(f"Tensor has no method {name!r}")
+        return self.record(f"torch.Tensor.{name}", fn, [tensor, *args], kwargs)
+
+    def tensor_metadata(self, tensor: TensorVar, name: str, args, kwargs):
+        t = tensor.type
+        pos = [self.as_python(a) for a in args]
+        if name in ("size", "stride"):
+            dims = t.shape if name == "size" else t.strides
+            dim = pos[0] if pos else self.as_python(kwargs["dim"]) if "dim" in kwargs else None
+            if dim is None:
+                return ConstVar(torch.Size(dims) if name == "size" else tuple(dims))
+            return ConstVar(dims[dim])
+        if name in ("dim", "ndimension"):
+            return ConstVar(len(t.shape))
+        if name in ("numel", "nelement"):
+            return ConstVar(math.prod(t.shape))
+        if name == "__len__":
+            if not t.shape:
+                raise Unsupported("len() of a 0-d tensor")
+            return ConstVar(t.shape[0])
+        meta = torch.empty_strided(t.shape, t.strides, dtype=t.dtype, device="meta")
+        if name == "get_device":
+            return ConstVar(torch.device(t.device).index if t.device != "cpu" else -1)
+        return ConstVar(getattr(meta, name)(*pos))
+
+    # ----------------------------------------------------------------- plain Python
+    def call_pure(self, fn, args, kwargs):
+        if any(isinstance(a, TensorVar) for a in [*args, *kwargs.values()]):
+            if getattr(fn, "__module__", None) == "_operator" and fn.__name__ in _OPERATOR_SYMBOLS:
+                return self.binary(_OPERATOR_SYMBOLS[fn.__name__], *args)
+            raise Unsupported(f"{getattr(fn, '__name__', fn)} on a tensor")
+        values = [self.as_python(a) for a in args]
+        kw = {k: self.as_python(v) for k, v in kwargs.items()}
+        try:
+            result = fn(*values, **kw)
+        except Exception as e:
+            raise Unsupported(f"{getattr(fn, '__name__', fn)} raised {type(e).__name__}: {e}") from e
+        return self.wrap_unguarded(result)
+
+    def construct(self, cls: type, args, kwargs):
+        if issubclass(cls, tuple) and hasattr(cls, "_fields"):
+            bound = inspect.signature(cls).bind(*args, **kwargs)
+            bound.apply_defaults()
+            return TupleVar([self.wrap_unguarded(v) if not hasattr(v, "source") else v
+                             for v in bound.arguments.values()], cls=cls)
+        if issubclass(cls, torch.nn.Module):
+            raise Unsupported(f"creating module {cls.__name__} inside the compiled function")
+        if cls.__module__ in ("builtins",) or issubclass(cls, BaseException):
+            return self.call_pure(cls, args, kwargs)
+        raise Unsupported(f"creating an instance of {cls.__qualname__} inside the compiled function")
+
+    def call_container_method(self, obj, name: str, args, kwargs):
+        return self.container_method(obj, name, args, kwargs)
+
+    def dict_of(self, tracker: DictVar) -> dict:
+        return tracker.items
+
+
+_OPERATOR_SYMBOLS = {
+    "add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**",
+    "matmul": "@", "and_": "&", "or_": "|", "xor": "^", "iadd": "+=", "imul": "*=",
+}
+_ = operator

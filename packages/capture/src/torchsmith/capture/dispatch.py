@@ -1,0 +1,202 @@
+"""The Python dispatcher: per code object, a cache of (guard, run) entries.
+
+A compiled function is entered through `CaptureSession.run_code`: the first entry whose guard
+holds runs; on a miss the call is captured again (a recompile) and a new entry is added; after
+`recompile_limit` entries the code runs eagerly from then on, with one logged warning. Resume
+functions after graph breaks go through the same dispatcher, so each is captured lazily, on its
+first call, under its own guards.
+"""
+
+import inspect
+import logging
+import time
+import types
+from dataclasses import dataclass, field
+
+import torch
+
+from torchsmith.capture.errors import FullGraphError, RecompileLimitError, Unsupported
+from torchsmith.capture.output import Codegen, compile_run
+from torchsmith.capture.tracer import Tracer
+
+log = logging.getLogger("torchsmith.capture")
+recompile_log = logging.getLogger("torchsmith.capture.recompiles")
+graph_log = logging.getLogger("torchsmith.capture.graph")
+break_log = logging.getLogger("torchsmith.capture.graph_breaks")
+code_log = logging.getLogger("torchsmith.capture.output_code")
+
+RECOMPILE_LIMIT = 8
+
+
+@dataclass
+class Entry:
+    guard: object
+    run: object
+    guard_set: object
+    output: object
+
+
+@dataclass
+class CodeCache:
+    entries: list[Entry] = field(default_factory=list)
+    eager_reason: str | None = None
+
+
+@dataclass
+class CaptureRecord:
+    """One capture, for `explain`: the graph (or None), the break (or None), guards and time."""
+
+    code_name: str
+    filename: str
+    graph: object
+    break_reason: Unsupported | None
+    guards: list[str]
+    seconds: float
+    source: str
+
+
+class CaptureSession:
+    """Everything one `compile(...)` call shares: the backend, options, caches and records."""
+
+    def __init__(self, backend, *, fullgraph: bool = False, dynamic=None,
+                 recompile_limit: int = RECOMPILE_LIMIT, fail_on_recompile_limit: bool = False):
+        self.backend = backend
+        self.fullgraph = fullgraph
+        self.dynamic = dynamic
+        self.recompile_limit = recompile_limit
+        self.fail_on_recompile_limit = fail_on_recompile_limit
+        self.caches: dict[types.CodeType, CodeCache] = {}
+        self.records: list[CaptureRecord] = []
+
+    def reset(self) -> None:
+        self.caches.clear()
+        self.records.clear()
+
+    # ----------------------------------------------------------------- entering code
+    def run_code(self, code, globals_, closure, L: dict, native):
+        """Run `code` with bound arguments `L`; `native()` runs it eagerly."""
+        cache = self.caches.get(code)
+        if cache is None:
+            cache = self.caches[code] = CodeCache()
+        for entry in cache.entries:
+            if entry.guard(L, globals_):
+                return entry.run(L, globals_)
+        if cache.eager_reason is not None:
+            return native()
+        if len(cache.entries) >= self.recompile_limit:
+            last = cache.entries[-1].guard_set.first_failure(L, globals_)
+            message = (f"{code.co_qualname} ({code.co_filename}:{code.co_firstlineno}) hit the recompile limit "
+                       f"({self.recompile_limit}); it runs eagerly from now on. Last failed guard: {last}")
+            if self.fail_on_recompile_limit:
+                raise RecompileLimitError(message)
+            log.warning(message)
+            cache.eager_reason = message
+            return native()
+        if cache.entries:
+            recompile_log.info("recompiling %s: guard failed: %s", code.co_qualname,
+                               cache.entries[-1].guard_set.first_failure(L, globals_))
+        entry = self.capture(code, globals_, closure, L)
+        if entry is None:
+            return native()
+        cache.entries.append(entry)
+        return entry.run(L, globals_)
+
+    def capture(self, code, globals_, closure, L) -> Entry | None:
+        """Capture one entry; None when the code must run eagerly (and remember that)."""
+        start = time.perf_counter()
+        name = code.co_name if code.co_name.isidentifier() else "fn"
+        tracer = Tracer(code, L, globals_, closure, name=name)
+        try:
+            value = tracer.run()
+            output = Codegen(tracer).finish_return(value)
+        except Unsupported as first:
+            if self.fullgraph:
+                raise FullGraphError(first) from None
+            output, tracer = self._capture_with_break(code, globals_, closure, L, first, name)
+            if output is None:
+                self.caches[code].eager_reason = str(first)
+                self.records.append(CaptureRecord(code.co_qualname, code.co_filename, None, first, [],
+                                                  time.perf_counter() - start, ""))
+                break_log.info("%s runs eagerly: %s", code.co_qualname, first)
+                return None
+        guard = tracer.guards.compile()
+        compiled = None
+        if output.graph is not None:
+            graph_log.info("captured graph:\n%s", output.graph)
+            compiled = self.backend(output.graph, output.example_inputs)
+        code_log.info("generated code:\n%s", output.source)
+        run = compile_run(output, compiled, self.call_captured)
+        self.records.append(CaptureRecord(code.co_qualname, code.co_filename, output.graph, output.break_reason,
+                                          list(tracer.guards.exprs), time.perf_counter() - start, output.source))
+        return Entry(guard, run, tracer.guards, output)
+
+    def _capture_with_break(self, code, globals_, closure, L, first: Unsupported, name):
+        index = getattr(first, "root_index", None)
+        if index is None:
+            return None, None
+        tracer = Tracer(code, L, globals_, closure, name=name, break_at=index)
+        try:
+            if tracer.run() is not None:
+                return None, None  # did not reach the break the second time: give up
+            output = Codegen(tracer).finish_break(first, self.run_resume)
+        except Unsupported as e:
+            break_log.info("cannot resume after graph break (%s): %s", first, e)
+            return None, None
+        break_log.info("graph break in %s: %s", code.co_qualname, first)
+        return output, tracer
+
+    # ----------------------------------------------------------------- calls made by generated code
+    def run_resume(self, code, globals_, closure, args: tuple):
+        """Enter a resume function (all-positional) through the dispatcher."""
+        L = dict(zip(code.co_varnames, args))
+        if closure:
+            L["__closure__"] = closure
+        native = lambda: types.FunctionType(code, globals_, code.co_name, None, closure)(*args)
+        return self.run_code(code, globals_, closure, L, native)
+
+    def call_captured(self, fn, *args, **kwargs):
+        """Call `fn` natively, but through capture when it is user Python code (the callee of a
+        call that broke the graph gets its own captured frame)."""
+        if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
+            return self.call_function(fn.__func__, (fn.__self__, *args), kwargs)
+        if isinstance(fn, types.FunctionType) and not _is_library(fn):
+            return self.call_function(fn, args, kwargs)
+        if isinstance(fn, torch.nn.Module) and not _is_library(type(fn).forward) and not _has_hooks(fn):
+            return self.call_function(type(fn).forward, (fn, *args), kwargs)
+        return fn(*args, **kwargs)
+
+    def call_function(self, fn: types.FunctionType, args: tuple, kwargs: dict):
+        code = fn.__code__
+        if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):
+            return fn(*args, **kwargs)
+        L = bind(fn, args, kwargs)
+        if fn.__closure__:
+            L["__closure__"] = fn.__closure__
+        return self.run_code(code, fn.__globals__, fn.__closure__, L, lambda: fn(*args, **kwargs))
+
+
+def _is_library(fn) -> bool:
+    module = getattr(fn, "__module__", "") or ""
+    return module.split(".")[0] in ("torch", "torchsmith", "typing", "functools")
+
+
+def _has_hooks(module) -> bool:
+    return bool(module._forward_hooks or module._forward_pre_hooks)
+
+
+_SIMPLE_SIGNATURES: dict[types.CodeType, tuple] = {}
+
+
+def bind(fn: types.FunctionType, args: tuple, kwargs: dict) -> dict:
+    """The arguments of a call by parameter name, defaults applied (what guards read as `L`)."""
+    code = fn.__code__
+    names = _SIMPLE_SIGNATURES.get(code)
+    if names is None:
+        simple = not (code.co_flags & 0x0C) and not code.co_kwonlyargcount
+        names = _SIMPLE_SIGNATURES[code] = (code.co_varnames[:code.co_argcount], simple)
+    params, simple = names
+    if simple and not kwargs and len(args) == len(params):
+        return dict(zip(params, args))
+    bound = inspect.signature(fn, follow_wrapped=False).bind(*args, **kwargs)
+    bound.apply_defaults()
+    return dict(bound.arguments)

@@ -1,0 +1,422 @@
+"""Opcode handlers for operators, subscripts and attributes, and the Python-value helpers they share."""
+
+import operator
+
+import torch
+
+from torchsmith.capture.errors import Unsupported
+from torchsmith.capture.tensors import METADATA_ATTRIBUTES
+from torchsmith.capture.variables import (
+    NULL,
+    BuiltinMethodVar,
+    ConstVar,
+    DictVar,
+    FunctionVar,
+    IteratorVar,
+    ListVar,
+    MethodVar,
+    SetVar,
+    SuperVar,
+    TensorVar,
+    TupleVar,
+    VariableTracker,
+)
+
+BINARY = {
+    "+": ("add", operator.add), "-": ("sub", operator.sub), "*": ("mul", operator.mul),
+    "/": ("truediv", operator.truediv), "//": ("floordiv", operator.floordiv), "%": ("mod", operator.mod),
+    "**": ("pow", operator.pow), "@": ("matmul", operator.matmul), "&": ("and", operator.and_),
+    "|": ("or", operator.or_), "^": ("xor", operator.xor), "<<": ("lshift", operator.lshift),
+    ">>": ("rshift", operator.rshift),
+}
+COMPARE = {
+    "<": ("lt", operator.lt), "<=": ("le", operator.le), ">": ("gt", operator.gt), ">=": ("ge", operator.ge),
+    "==": ("eq", operator.eq), "!=": ("ne", operator.ne),
+}
+_REFLECTED_COMPARE = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
+
+
+class PythonOps:
+    """Mixin of the Tracer."""
+
+    # ----------------------------------------------------------------- helpers
+    def as_python(self, tracker: VariableTracker):
+        """The plain Python value of a tracker made only of constants; raises otherwise."""
+        if isinstance(tracker, ConstVar):
+            return tracker.value
+        if isinstance(tracker, ListVar):
+            return [self.as_python(t) for t in tracker.items]
+        if isinstance(tracker, TupleVar):
+            items = [self.as_python(t) for t in tracker.items]
+            return tracker.cls(*items) if tracker.cls else tuple(items)
+        if isinstance(tracker, DictVar):
+            return {k: self.as_python(v) for k, v in tracker.items.items()}
+        if isinstance(tracker, SetVar):
+            return {t.value for t in tracker.items}
+        raise Unsupported(f"{tracker.describe()} is not a Python constant here")
+
+    def is_pythonic(self, tracker) -> bool:
+        try:
+            self.as_python(tracker)
+        except Unsupported:
+            return False
+        return True
+
+    def truth(self, tracker) -> bool:
+        if isinstance(tracker, ConstVar):
+            try:
+                return bool(tracker.value)
+            except Exception as e:
+                raise Unsupported(f"truth value of {tracker.describe()}: {e}") from e
+        if isinstance(tracker, (ListVar, TupleVar, SetVar)):
+            return bool(tracker.items)
+        if isinstance(tracker, DictVar):
+            return bool(tracker.items)
+        if isinstance(tracker, TensorVar):
+            raise Unsupported("truth value of a tensor (data-dependent control flow)")
+        if isinstance(tracker, (FunctionVar, MethodVar, BuiltinMethodVar)):
+            return True
+        raise Unsupported(f"truth value of {tracker.describe()}")
+
+    def sequence_items(self, tracker) -> list:
+        """The items iterating `tracker` yields."""
+        if isinstance(tracker, (ListVar, TupleVar)):
+            return list(tracker.items)
+        if isinstance(tracker, IteratorVar):
+            items = tracker.remaining()
+            tracker.position = len(tracker.items)
+            return items
+        if isinstance(tracker, DictVar):
+            return [ConstVar(k) for k in tracker.items]
+        if isinstance(tracker, SetVar):
+            return list(tracker.items)
+        if isinstance(tracker, TensorVar):
+            shape = tracker.type.shape
+            if not shape:
+                raise Unsupported("iteration over a 0-d tensor")
+            return [self.call_tensor_method(tracker, "__getitem__", [ConstVar(i)], {}) for i in range(shape[0])]
+        if isinstance(tracker, ConstVar):
+            value = tracker.value
+            if isinstance(value, torch.nn.Module):
+                return self.module_items(tracker)
+            if isinstance(value, (tuple, list, range, str, bytes, frozenset, set, dict)):
+                return [self.wrap_unguarded(v) for v in value]
+            if isinstance(value, (type(iter(())), type(iter([])))):
+                raise Unsupported("iterating over a Python iterator object passed in")
+        raise Unsupported(f"iteration over {tracker.describe()}")
+
+    def module_items(self, tracker: ConstVar) -> list:
+        module = tracker.value
+        src = tracker.source
+        if isinstance(module, (torch.nn.Sequential, torch.nn.ModuleList)):
+            return [self.wrap(m, f"{src}[{i}]" if src else None) for i, m in enumerate(module)]
+        if isinstance(module, torch.nn.ModuleDict):
+            return [ConstVar(k) for k in module.keys()]
+        if isinstance(module, (torch.nn.ParameterList,)):
+            return [self.wrap(p, f"{src}[{i}]" if src else None) for i, p in enumerate(module)]
+        raise Unsupported(f"iteration over module {type(module).__name__}")
+
+    # ----------------------------------------------------------------- operators
+    def op_BINARY_OP(self, frame, ins):
+        right = frame.pop()
+        left = frame.pop()
+        frame.push(self.binary(ins.argval, left, right))
+
+    def binary(self, symbol: str, left, right):
+        inplace = symbol.endswith("=") and symbol not in ("==", "!=", "<=", ">=")
+        name, fn = BINARY[symbol[:-1] if inplace else symbol]
+        if isinstance(left, TensorVar):
+            dunder = f"__i{name}__" if inplace else f"__{name}__"
+            return self.call_tensor_method(left, dunder, [right], {})
+        if isinstance(right, TensorVar):
+            return self.call_tensor_method(right, f"__r{name}__", [left], {})
+        if isinstance(left, ListVar) and inplace and name == "add":
+            left.items.extend(self.sequence_items(right))
+            left.mutated = True
+            return left
+        if isinstance(left, (ListVar, TupleVar)) and isinstance(right, (ListVar, TupleVar)) and name == "add":
+            if type(left) is not type(right):
+                raise Unsupported("adding a list and a tuple")
+            return type(left)(list(left.items) + list(right.items))
+        if name == "mul" and isinstance(left, (ListVar, TupleVar)) and isinstance(right, ConstVar):
+            return type(left)(list(left.items) * right.value)
+        if isinstance(left, ConstVar) and isinstance(right, ConstVar):
+            return self.fold(fn, left.value, right.value)
+        if self.is_pythonic(left) and self.is_pythonic(right):
+            return self.wrap_unguarded(self.fold(fn, self.as_python(left), self.as_python(right)).value)
+        raise Unsupported(f"operator {symbol} on {left.describe()} and {right.describe()}")
+
+    def fold(self, fn, *args):
+        try:
+            return ConstVar(fn(*args))
+        except Exception as e:
+            raise Unsupported(f"{getattr(fn, '__name__', fn)} raised {type(e).__name__}: {e}") from e
+
+    def op_UNARY_NEGATIVE(self, frame, ins):
+        frame.push(self.unary(frame.pop(), "__neg__", operator.neg))
+
+    def op_UNARY_POSITIVE(self, frame, ins):
+        frame.push(self.unary(frame.pop(), "__pos__", operator.pos))
+
+    def op_UNARY_INVERT(self, frame, ins):
+        frame.push(self.unary(frame.pop(), "__invert__", operator.invert))
+
+    def unary(self, value, dunder, fn):
+        if isinstance(value, TensorVar):
+            return self.call_tensor_method(value, dunder, [], {})
+        if isinstance(value, ConstVar):
+            return self.fold(fn, value.value)
+        raise Unsupported(f"{dunder} on {value.describe()}")
+
+    def op_UNARY_NOT(self, frame, ins):
+        frame.push(ConstVar(not self.truth(frame.pop())))
+
+    def op_COMPARE_OP(self, frame, ins):
+        right = frame.pop()
+        left = frame.pop()
+        name, fn = COMPARE[ins.argval]
+        if isinstance(left, TensorVar):
+            frame.push(self.call_tensor_method(left, f"__{name}__", [right], {}))
+        elif isinstance(right, TensorVar):
+            frame.push(self.call_tensor_method(right, f"__{_REFLECTED_COMPARE[name]}__", [left], {}))
+        elif self.is_pythonic(left) and self.is_pythonic(right):
+            frame.push(self.fold(fn, self.as_python(left), self.as_python(right)))
+        elif name in ("eq", "ne"):
+            same = self.same_object(left, right)
+            frame.push(ConstVar(same if name == "eq" else not same))
+        else:
+            raise Unsupported(f"comparison {ins.argval} of {left.describe()} and {right.describe()}")
+
+    def same_object(self, left, right) -> bool:
+        if isinstance(left, ConstVar) and isinstance(right, ConstVar):
+            return left.value is right.value
+        if isinstance(left, TensorVar) and isinstance(right, TensorVar):
+            return left.value == right.value
+        return left is right
+
+    def op_IS_OP(self, frame, ins):
+        right = frame.pop()
+        left = frame.pop()
+        frame.push(ConstVar(self.same_object(left, right) != bool(ins.arg)))
+
+    def op_CONTAINS_OP(self, frame, ins):
+        container = frame.pop()
+        item = frame.pop()
+        if isinstance(container, DictVar):
+            found = self.as_python(item) in container.items
+        elif isinstance(container, ConstVar) and not isinstance(container.value, torch.nn.Module):
+            found = self.as_python(item) in container.value
+        elif isinstance(item, ConstVar):
+            found = any(isinstance(t, ConstVar) and t.value == item.value for t in self.sequence_items(container))
+        else:
+            found = any(self.same_object(item, t) for t in self.sequence_items(container))
+        frame.push(ConstVar(found != bool(ins.arg)))
+
+    # ----------------------------------------------------------------- subscripts
+    def op_BINARY_SUBSCR(self, frame, ins):
+        key = frame.pop()
+        container = frame.pop()
+        frame.push(self.subscript(container, key))
+
+    def subscript(self, container, key):
+        if isinstance(container, TensorVar):
+            return self.call_tensor_method(container, "__getitem__", [key], {})
+        if isinstance(key, TensorVar):
+            raise Unsupported("indexing a Python container with a tensor")
+        k = self.as_python(key)
+        if isinstance(container, (ListVar, TupleVar)):
+            try:
+                picked = container.items[k]
+            except (IndexError, TypeError) as e:
+                raise Unsupported(f"indexing raised {type(e).__name__}: {e}") from e
+            if isinstance(k, slice):
+                return type(container)(picked) if isinstance(container, ListVar) else TupleVar(picked)
+            return picked
+        if isinstance(container, DictVar):
+            if k not in container.items:
+                raise Unsupported(f"KeyError: {k!r}")
+            return container.items[k]
+        if isinstance(container, ConstVar):
+            value = container.value
+            if isinstance(value, (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ModuleDict,
+                                  torch.nn.ParameterList, torch.nn.ParameterDict)):
+                src = f"{container.source}[{k!r}]" if container.source and not isinstance(k, slice) else None
+                return self.wrap(value[k], src)
+            try:
+                result = value[k]
+            except Exception as e:
+                raise Unsupported(f"indexing raised {type(e).__name__}: {e}") from e
+            source = f"{container.source}[{k!r}]" if container.source and not isinstance(k, slice) else None
+            return self.wrap(result, source) if source else self.wrap_unguarded(result)
+        raise Unsupported(f"indexing {container.describe()}")
+
+    def op_STORE_SUBSCR(self, frame, ins):
+        key = frame.pop()
+        container = frame.pop()
+        value = frame.pop()
+        if isinstance(container, TensorVar):
+            self.call_tensor_method(container, "__setitem__", [key, value], {})
+        elif isinstance(container, ListVar):
+            container.items[self.as_python(key)] = value
+            container.mutated = True
+        elif isinstance(container, DictVar):
+            container.items[self.dict_key(key)] = value
+            container.mutated = True
+        else:
+            raise Unsupported(f"item assignment on {container.describe()}")
+
+    def op_DELETE_SUBSCR(self, frame, ins):
+        key = frame.pop()
+        container = frame.pop()
+        if isinstance(container, (ListVar, DictVar)):
+            k = self.as_python(key)
+            if isinstance(container, DictVar) and k not in container.items:
+                raise Unsupported(f"KeyError: {k!r}")
+            del container.items[k]
+            container.mutated = True
+        else:
+            raise Unsupported(f"item deletion on {container.describe()}")
+
+    # ----------------------------------------------------------------- attributes
+    def op_LOAD_ATTR(self, frame, ins):
+        frame.push(self.getattr(frame.pop(), ins.argval))
+
+    def op_LOAD_METHOD(self, frame, ins):
+        obj = frame.pop()
+        frame.push(NULL)
+        frame.push(self.getattr(obj, ins.argval))
+
+    def op_STORE_ATTR(self, frame, ins):
+        obj = frame.pop()
+        value = frame.pop()
+        self.setattr(obj, ins.argval, value)
+
+    def op_LOAD_SUPER_ATTR(self, frame, ins):
+        name, is_method, two_arg = ins.argval
+        obj = frame.pop()
+        cls = frame.pop()
+        frame.pop()  # the global `super`
+        del two_arg
+        attr = self.getattr(SuperVar(self.as_python(cls), obj), name)
+        if is_method:
+            frame.push(NULL)
+        frame.push(attr)
+
+    def setattr(self, obj, name: str, value) -> None:
+        if isinstance(obj, ConstVar) and not isinstance(obj.value, type):
+            if isinstance(obj.value, torch.nn.Module) and isinstance(value, TensorVar):
+                current = getattr(obj.value, name, None)
+                if isinstance(current, torch.nn.Parameter):
+                    raise Unsupported(f"assigning a tensor to parameter {name!r} of a module")
+            self.attr_writes[(id(obj.value), name)] = (obj, name, value)
+            return
+        raise Unsupported(f"setting attribute {name!r} on {obj.describe()}")
+
+    def getattr(self, obj, name: str):
+        if isinstance(obj, TensorVar):
+            return self.tensor_attribute(obj, name)
+        if isinstance(obj, SuperVar):
+            return self.super_attribute(obj, name)
+        if isinstance(obj, (ListVar, TupleVar, DictVar, SetVar)):
+            if isinstance(obj, TupleVar) and obj.cls is not None and name in obj.cls._fields:
+                return obj.items[obj.cls._fields.index(name)]
+            return BuiltinMethodVar(obj, name)
+        if isinstance(obj, FunctionVar):
+            if name in ("__name__", "__qualname__"):
+                return ConstVar(obj.code.co_name if name == "__name__" else obj.qualname)
+            raise Unsupported(f"attribute {name!r} of a function created inside the compiled code")
+        if isinstance(obj, MethodVar):
+            if name == "__self__":
+                return obj.obj
+            if name == "__func__":
+                return obj.func
+            raise Unsupported(f"attribute {name!r} of a bound method")
+        if isinstance(obj, ConstVar):
+            return self.object_attribute(obj, name)
+        raise Unsupported(f"attribute {name!r} of {obj.describe()}")
+
+    def object_attribute(self, obj: ConstVar, name: str):
+        value = obj.value
+        write = self.attr_writes.get((id(value), name))
+        if write is not None:
+            return write[2]
+        source = f"{obj.source}.{name}" if obj.source else None
+        if isinstance(value, type) or not hasattr(type(value), "__mro__"):
+            return self._plain_attribute(obj, name, source)
+        for klass in type(value).__mro__:
+            if name in klass.__dict__:
+                descriptor = klass.__dict__[name]
+                if isinstance(descriptor, property):
+                    return self.call(ConstVar(descriptor.fget), [obj], {})
+                if type(descriptor).__name__ == "function" and name not in getattr(value, "__dict__", {}):
+                    return MethodVar(ConstVar(descriptor), obj)
+                if isinstance(descriptor, staticmethod):
+                    return ConstVar(descriptor.__func__)
+                if isinstance(descriptor, classmethod):
+                    return MethodVar(ConstVar(descriptor.__func__), ConstVar(type(value)))
+                break
+        return self._plain_attribute(obj, name, source)
+
+    def _plain_attribute(self, obj: ConstVar, name: str, source):
+        try:
+            result = getattr(obj.value, name)
+        except AttributeError as e:
+            raise Unsupported(f"AttributeError: {e}") from e
+        if source is None or (isinstance(obj.value, type(torch)) and _is_trusted_module(obj.value)):
+            return self.wrap_unguarded(result) if not isinstance(result, torch.Tensor) else self.wrap(result, source)
+        return self.wrap(result, source)
+
+    def super_attribute(self, sup: SuperVar, name: str):
+        mro = type(sup.obj.value).__mro__ if isinstance(sup.obj, ConstVar) else ()
+        start = mro.index(sup.cls) + 1 if sup.cls in mro else len(mro)
+        for klass in mro[start:]:
+            if name in klass.__dict__:
+                descriptor = klass.__dict__[name]
+                if isinstance(descriptor, staticmethod):
+                    return ConstVar(descriptor.__func__)
+                if isinstance(descriptor, classmethod):
+                    return MethodVar(ConstVar(descriptor.__func__), ConstVar(type(sup.obj.value)))
+                if callable(descriptor):
+                    return MethodVar(ConstVar(descriptor), sup.obj)
+                if isinstance(descriptor, property):
+                    return self.call(ConstVar(descriptor.fget), [sup.obj], {})
+                return self.wrap_unguarded(descriptor)
+        raise Unsupported(f"super() has no attribute {name!r}")
+
+    def tensor_attribute(self, tensor: TensorVar, name: str):
+        t = tensor.type
+        if name in METADATA_ATTRIBUTES:
+            if name == "shape":
+                return ConstVar(torch.Size(t.shape))
+            if name == "ndim":
+                return ConstVar(len(t.shape))
+            if name == "is_leaf":
+                raise Unsupported("Tensor.is_leaf depends on autograd history")
+            meta = torch.empty_strided(t.shape, t.strides, dtype=t.dtype, device="meta")
+            if name == "device":
+                return ConstVar(torch.device(t.device))
+            if name == "requires_grad":
+                return ConstVar(t.requires_grad)
+            if name == "is_cuda":
+                return ConstVar(t.device.startswith("cuda"))
+            return ConstVar(getattr(meta, name))
+        if name in ("T", "mT", "H", "mH", "real", "imag"):
+            if name == "T":
+                return self.call_tensor_method(tensor, "permute", [ConstVar(tuple(reversed(range(len(t.shape)))))], {})
+            if name == "mT":
+                return self.call_tensor_method(tensor, "transpose", [ConstVar(-2), ConstVar(-1)], {})
+            if name in ("real", "imag"):
+                return self.record(f"torch.{name}", getattr(torch, name), [tensor], {})
+            raise Unsupported(f"Tensor.{name}")
+        if name == "data":
+            return self.call_tensor_method(tensor, "detach", [], {})
+        if name in ("grad", "grad_fn", "_version", "_base"):
+            raise Unsupported(f"Tensor.{name} is autograd state that capture does not track")
+        if callable(getattr(torch.Tensor, name, None)):
+            return BuiltinMethodVar(tensor, name)
+        raise Unsupported(f"Tensor attribute {name!r}")
+
+
+def _is_trusted_module(module) -> bool:
+    return module.__name__.split(".")[0] in ("torch", "math", "operator", "builtins", "functools", "itertools",
+                                             "collections", "typing", "dataclasses", "enum")

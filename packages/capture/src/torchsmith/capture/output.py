@@ -1,0 +1,229 @@
+"""Turning a finished capture into a graph plus the Python code that runs around it.
+
+The generated code is plain Python source (printed by the `output_code` log), for example
+
+    def run(L, G):
+        __in = (L['x'], L['self'].fc.weight)
+        __outs = __graph(*__in)
+        L['xs'][:] = [__outs[0], 3]               # replayed Python side effects
+        return (__outs[1], __in[0])
+
+and, after a graph break, it ends by running the construct natively and continuing in a resume
+function:
+
+        __r = K3(__outs[0])                        # e.g. print(y)
+        return __resume(K4, G, L.get('__closure__'), (None, __outs[1], __r))
+"""
+
+import types
+from dataclasses import dataclass, field
+
+import torch
+
+from torchsmith.capture.errors import Unsupported
+from torchsmith.capture.guards import compile_function
+from torchsmith.capture.resume import resume_code
+from torchsmith.capture.variables import (
+    NULL,
+    BuiltinMethodVar,
+    CellVar,
+    ConstVar,
+    DictVar,
+    FunctionVar,
+    IteratorVar,
+    ListVar,
+    MethodVar,
+    SetVar,
+    TensorVar,
+    TupleVar,
+)
+from torchsmith.ir import Graph
+
+
+@dataclass
+class Output:
+    """What one capture produced: the graph (None when it recorded no op), the run source, the
+    names its code refers to, and the break (None when the function returned)."""
+
+    graph: Graph | None
+    example_inputs: list
+    source: str
+    namespace: dict
+    break_reason: Unsupported | None = None
+    resumes: list = field(default_factory=list)
+
+
+class Codegen:
+    def __init__(self, tracer):
+        self.t = tracer
+        self.ns = tracer.ns
+        self.inputs = {v.name: i for i, v in enumerate(tracer.builder._inputs)}
+        self.outputs: list = []
+        self.output_index: dict[str, int] = {}
+        self.lines: list[str] = []
+
+    # ----------------------------------------------------------------- expressions
+    def expr(self, v) -> str:
+        if isinstance(v, TensorVar):
+            name = v.value.name
+            if name in self.inputs:
+                return f"__in[{self.inputs[name]}]"
+            if name not in self.output_index:
+                self.output_index[name] = len(self.outputs)
+                self.outputs.append(v.value)
+            return f"__outs[{self.output_index[name]}]"
+        if isinstance(v, ConstVar):
+            return v.source if v.source else self.ns.literal(v.value)
+        if isinstance(v, ListVar):
+            if v.source:
+                return v.source
+            return "[" + ", ".join(self.expr(i) for i in v.items) + "]"
+        if isinstance(v, TupleVar):
+            if v.source:
+                return v.source
+            items = ", ".join(self.expr(i) for i in v.items)
+            if v.cls is not None:
+                return f"{self.ns.name_of(v.cls)}({items})"
+            return f"({items},)" if len(v.items) == 1 else f"({items})"
+        if isinstance(v, DictVar):
+            if v.source:
+                return v.source
+            body = "{" + ", ".join(f"{self.ns.literal(k)}: {self.expr(x)}" for k, x in v.items.items()) + "}"
+            return body if v.cls is dict else f"{self.ns.name_of(v.cls)}({body})"
+        if isinstance(v, SetVar):
+            return "{" + ", ".join(self.expr(i) for i in v.items) + "}" if v.items else "set()"
+        if isinstance(v, IteratorVar):
+            return "iter([" + ", ".join(self.expr(i) for i in v.remaining()) + "])"
+        if isinstance(v, MethodVar):
+            return v.source or f"{self.ns.name_of(types.MethodType)}({self.expr(v.func)}, {self.expr(v.obj)})"
+        if isinstance(v, BuiltinMethodVar):
+            return f"{self.expr(v.obj)}.{v.name}"
+        if isinstance(v, CellVar) and v.real is not None:
+            return v.source or self.ns.name_of(v.real)
+        if isinstance(v, FunctionVar) and not v.closure:
+            defaults = "(" + "".join(self.expr(d) + ", " for d in v.defaults) + ")"
+            return (f"{self.ns.name_of(types.FunctionType)}({self.ns.name_of(v.code)}, {v.globals_source}, "
+                    f"{v.code.co_name!r}, {defaults})")
+        raise Unsupported(f"cannot rebuild {v.describe()} after the graph")
+
+    # ----------------------------------------------------------------- side effects
+    def side_effects(self) -> None:
+        t = self.t
+        for obj, name, value in t.attr_writes.values():
+            self.lines.append(f"{self.expr(obj)}.{name} = {self.expr(value)}")
+        for (_, name), (globals_source, _, value) in t.global_writes.items():
+            self.lines.append(f"{globals_source}[{name!r}] = {self.expr(value)}")
+        for cell in t.written_cells:
+            self.lines.append(f"{self.expr(cell)}.cell_contents = {self.expr(cell.contents)}")
+        for tracker in t.mutable_sources:
+            if getattr(tracker, "mutated", False):
+                if isinstance(tracker, ListVar):
+                    items = ", ".join(self.expr(i) for i in tracker.items)
+                    self.lines.append(f"{tracker.source}[:] = [{items}]")
+                else:
+                    body = ", ".join(f"{self.ns.literal(k)}: {self.expr(x)}" for k, x in tracker.items.items())
+                    self.lines.append(f"__d = {tracker.source}; __d.clear(); __d.update({{{body}}})")
+        if t.grad_enabled != t.initial_grad:
+            self.lines.append(f"{self.ns.name_of(torch._C._set_grad_enabled)}({t.grad_enabled!r})")
+
+    # ----------------------------------------------------------------- endings
+    def finish_return(self, value) -> Output:
+        self.side_effects()
+        self.lines.append(f"return {self.expr(value)}")
+        return self.assemble()
+
+    def finish_break(self, reason: Unsupported, resume_dispatch) -> Output:
+        """End at the root frame's current instruction (`break_at`), which runs natively."""
+        t = self.t
+        frame = t.root
+        index = t.break_at
+        ins = frame.instructions[index]
+        if ins.exception is not None:
+            raise Unsupported(f"{reason.reason}, inside a try/with block (cannot resume there)")
+        if index > 0 and frame.instructions[index - 1].offset == ins.offset:
+            raise Unsupported(f"{reason.reason}, in the middle of a rewritten instruction")
+        self.side_effects()
+        stack = list(frame.stack)
+        resumes = []
+        if ins.opname == "CALL":
+            nargs = ins.arg
+            operands = stack[len(stack) - nargs - 2:]
+            stack = stack[:len(stack) - nargs - 2]
+            first, second, *args = operands
+            fn, args = (second, args) if first is NULL else (first, [second, *args])
+            kwnames = ins.argval or ()
+            positional = args[:len(args) - len(kwnames)]
+            keywords = dict(zip(kwnames, args[len(args) - len(kwnames):]))
+            call_args = ", ".join([self.expr(a) for a in positional] +
+                                  [f"{k}={self.expr(v)}" for k, v in keywords.items()])
+            self.lines.append(f"__r = __call({self.expr(fn)}, {call_args})" if call_args
+                              else f"__r = __call({self.expr(fn)})")
+            stack.append("__r")
+            resumes.append(self.resume_call(frame, index + 1, stack, captured=True, dispatch=resume_dispatch))
+        elif ins.opname in ("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP"):
+            cond = stack.pop()
+            jump_if = "TRUE" in ins.opname
+            keep = "OR_POP" in ins.opname
+            taken_stack = stack + [cond] if keep else stack
+            taken = self.resume_call(frame, ins.target, taken_stack, captured=True, dispatch=resume_dispatch)
+            fallthrough = self.resume_call(frame, index + 1, stack, captured=True, dispatch=resume_dispatch)
+            self.lines.append(f"if {'' if jump_if else 'not '}{self.expr(cond)}:")
+            self.lines.append(f"    return {taken}")
+            resumes.append(fallthrough)
+        else:
+            resumes.append(self.resume_call(frame, index, stack, captured=False, dispatch=resume_dispatch))
+        self.lines.append(f"return {resumes[-1]}")
+        out = self.assemble()
+        out.break_reason = reason
+        return out
+
+    def resume_call(self, frame, index: int, stack: list, *, captured: bool, dispatch) -> str:
+        """Code calling the resume function that continues `frame` at instruction `index`."""
+        ins = frame.instructions[index]
+        kinds, args = [], []
+        for item in stack:
+            if item is NULL:
+                kinds.append("null")
+                args.append("None")
+            elif isinstance(item, IteratorVar):
+                kinds.append("iter")
+                args.append("[" + ", ".join(self.expr(i) for i in item.remaining()) + "]")
+            else:
+                kinds.append("value")
+                args.append(item if isinstance(item, str) else self.expr(item))
+        local_args = []
+        for name in frame.code.co_varnames:
+            value = frame.locals.get(name)
+            local_args.append("None" if value is None else self.expr(value))
+        code = resume_code(frame.code, ins.offset, tuple(kinds))
+        fn = self.ns.name_of(dispatch if captured else _run_native)
+        all_args = ", ".join(local_args + args)
+        return f"{fn}({self.ns.name_of(code)}, G, L.get('__closure__'), ({all_args}{',' if all_args else ''}))"
+
+    def assemble(self) -> Output:
+        t = self.t
+        graph = None
+        head = []
+        if t.builder._inputs:
+            head.append(f"__in = ({''.join(s + ', ' for s in t.input_sources)})")
+        if t.graph_has_work() or self.outputs:
+            needs_graph = t.graph_has_work()
+            if needs_graph:
+                graph = t.builder.build(*self.outputs)
+                head.append("__outs = __graph(*__in)")
+        body = head + self.lines
+        source = "def run(L, G):\n" + "".join(f"    {line}\n" for line in body)
+        return Output(graph, list(t.example_inputs), source, dict(self.ns.values))
+
+
+def _run_native(code, globals_, closure, args):
+    """Run a resume function without capturing it."""
+    return types.FunctionType(code, globals_, code.co_name, None, closure)(*args)
+
+
+def compile_run(output: Output, compiled_graph, call_fn):
+    """The runnable `run(L, G)` of an Output, given the backend's callable for its graph."""
+    namespace = dict(output.namespace)
+    namespace["__graph"] = compiled_graph
+    namespace["__call"] = call_fn
+    return compile_function(output.source, "run", namespace, "<torchsmith run>")

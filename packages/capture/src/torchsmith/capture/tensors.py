@@ -1,0 +1,174 @@
+"""Recording tensor operations into the graph.
+
+Naming (what capture writes into the `torch.*` dialect): torch functions as `torch.<name>`
+(`torch.add`, `torch.nn.functional.relu`), Tensor methods as `torch.Tensor.<name>`
+(`torch.Tensor.add_`), Python operators as the Tensor dunder Python itself would call
+(`x + y` -> `torch.Tensor.__add__`, `2 * x` -> `torch.Tensor.__rmul__`, `x += y` ->
+`torch.Tensor.__iadd__`, `x[i]` -> `torch.Tensor.__getitem__`, `x[i] = v` -> `torch.Tensor.__setitem__`),
+so replaying a node is exactly what eager Python did. Output types come from running the op on
+meta tensors shaped like the inputs; the real device is kept in the type.
+"""
+
+import torch
+
+from torchsmith.capture.errors import Unsupported
+from torchsmith.capture.variables import (
+    ConstVar,
+    DictVar,
+    ListVar,
+    TensorVar,
+    TupleVar,
+    VariableTracker,
+)
+from torchsmith.ir import ScalarType, SymIntType, TensorType, Value
+from torchsmith.ir.graph import ArgList, Slice
+
+# Methods whose result is data-dependent or leaves the tensor world: a graph break.
+DATA_DEPENDENT_METHODS = frozenset({
+    "item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "data_ptr",
+    "nonzero", "unique", "masked_select", "__array__", "backward", "register_hook", "cpu_numpy",
+    "untyped_storage", "storage",
+})
+
+# Metadata methods answered from the type at capture time (shapes are static here).
+METADATA_METHODS = frozenset({
+    "size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous", "element_size",
+    "is_floating_point", "is_complex", "get_device", "__len__", "is_signed",
+})
+
+# Tensor attributes answered from the type.
+METADATA_ATTRIBUTES = frozenset({
+    "shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "is_sparse", "is_quantized",
+    "is_meta", "layout", "is_leaf",
+})
+
+_NO_GRAD_RESULTS = frozenset({"detach", "detach_", "argmax", "argmin", "eq", "ne", "lt", "le", "gt", "ge"})
+
+
+def meta_of(t: TensorType) -> torch.Tensor:
+    return torch.empty_strided(t.shape, t.strides, dtype=t.dtype, device="meta")
+
+
+def to_graph_arg(tracker: VariableTracker, what: str):
+    """A tracker as a graph argument: Values for tensors, constants, (Arg)lists and tuples."""
+    if isinstance(tracker, TensorVar):
+        return tracker.value
+    if isinstance(tracker, ConstVar):
+        value = tracker.value
+        if isinstance(value, slice):
+            return Slice(value.start, value.stop, value.step)
+        if isinstance(value, torch.Size):
+            return tuple(value)
+        if isinstance(value, (list, tuple)):
+            return freeze_constant(value, what)
+        return value
+    if isinstance(tracker, ListVar):
+        return ArgList(to_graph_arg(t, what) for t in tracker.items)
+    if isinstance(tracker, TupleVar):
+        return tuple(to_graph_arg(t, what) for t in tracker.items)
+    raise Unsupported(f"{what}: cannot pass {tracker.describe()} to a tensor op")
+
+
+def freeze_constant(value, what):
+    if isinstance(value, list):
+        return ArgList(freeze_constant(v, what) for v in value)
+    if isinstance(value, tuple):
+        return tuple(freeze_constant(v, what) for v in value)
+    if isinstance(value, slice):
+        return Slice(value.start, value.stop, value.step)
+    return value
+
+
+def _to_meta(arg):
+    if isinstance(arg, Value):
+        if isinstance(arg.type, TensorType):
+            return meta_of(arg.type)
+        raise Unsupported(f"symbolic scalar {arg} cannot be run on meta tensors yet")
+    if isinstance(arg, ArgList):
+        return [_to_meta(a) for a in arg]
+    if isinstance(arg, tuple):
+        return tuple(_to_meta(a) for a in arg)
+    if isinstance(arg, Slice):
+        return slice(arg.start, arg.stop, arg.step)
+    return arg
+
+
+def infer_result(op: str, fn, args: tuple, kwargs: dict, grad_enabled: bool):
+    """Run `fn` on meta copies of the inputs: (structure, types) where structure mirrors the
+    result with TensorType leaves (tuples and named tuples kept)."""
+    tensor_types = [v.type for v in _values((args, kwargs)) if isinstance(v.type, TensorType)]
+    devices = {t.device for t in tensor_types}
+    device = kwargs.get("device")
+    device = str(torch.device(device)) if device is not None else (tensor_types[0].device if tensor_types else "cpu")
+    if len(devices) > 1:
+        device = next(d for d in (t.device for t in tensor_types) if d != "cpu")
+    meta_args = [_to_meta(a) for a in args]
+    meta_kwargs = {k: _to_meta(v) for k, v in kwargs.items()}
+    if "device" in meta_kwargs:
+        meta_kwargs["device"] = "meta"
+    elif not tensor_types:
+        meta_kwargs["device"] = "meta"
+    try:
+        with torch.no_grad():
+            result = fn(*meta_args, **meta_kwargs)
+    except NotImplementedError as e:
+        raise Unsupported(f"{op} has no meta implementation (data-dependent output?): {e}") from e
+    except Exception as e:
+        raise Unsupported(f"{op} failed on meta tensors: {type(e).__name__}: {e}") from e
+    method = op.rsplit(".", 1)[-1]
+    wants_grad = grad_enabled and any(t.requires_grad for t in tensor_types) and method not in _NO_GRAD_RESULTS
+    if method == "requires_grad_":
+        wants_grad = bool(args[1]) if len(args) > 1 else bool(kwargs.get("requires_grad", True))
+
+    def convert(r):
+        if isinstance(r, torch.Tensor):
+            t = TensorType.of(r)
+            grad = wants_grad and (r.dtype.is_floating_point or r.dtype.is_complex)
+            return t.replace(device=device, requires_grad=grad)
+        if isinstance(r, tuple):
+            return type(r)(*[convert(x) for x in r]) if hasattr(r, "_fields") else tuple(convert(x) for x in r)
+        if isinstance(r, list):
+            return [convert(x) for x in r]
+        if isinstance(r, bool) or r is None or isinstance(r, (float, complex)):
+            return ScalarType.of(r)
+        if isinstance(r, int):
+            return SymIntType(r)
+        raise Unsupported(f"{op} returns {type(r).__name__}, which capture does not track")
+
+    return convert(result)
+
+
+def _values(arg):
+    if isinstance(arg, Value):
+        yield arg
+    elif isinstance(arg, (tuple, list)):
+        for a in arg:
+            yield from _values(a)
+    elif isinstance(arg, dict):
+        for a in arg.values():
+            yield from _values(a)
+
+
+def flatten_types(structure) -> list:
+    if isinstance(structure, (TensorType, ScalarType, SymIntType)):
+        return [structure]
+    out = []
+    for s in structure:
+        out.extend(flatten_types(s))
+    return out
+
+
+def rebuild(structure, values: list, make_tensor):
+    """Trackers mirroring `structure`, taking Values from `values` in order."""
+    if isinstance(structure, TensorType):
+        return make_tensor(values.pop(0))
+    if isinstance(structure, (ScalarType, SymIntType)):
+        raise Unsupported("a tensor op returned a Python scalar inside a structure")
+    items = [rebuild(s, values, make_tensor) for s in structure]
+    if isinstance(structure, list):
+        return ListVar(items)
+    return TupleVar(items, cls=type(structure) if hasattr(structure, "_fields") else None)
+
+
+def dict_of(tracker: DictVar) -> dict:
+    return tracker.items

@@ -1,0 +1,372 @@
+"""The symbolic executor: frames, the instruction loop, inlining, and turning values into trackers.
+
+Opcode handlers live in the mixins (ops_stack, ops_control, ops_python, calls); this file holds the
+state they share. One `Tracer` captures one entry of the cache: it runs the root code object from its
+first instruction, inlining every user call, until it returns or reaches the instruction where a
+graph break was decided (`break_at`).
+"""
+
+import builtins
+import types
+from dataclasses import dataclass, field
+
+import torch
+
+from torchsmith.capture.calls import CallOps
+from torchsmith.capture.errors import Unsupported
+from torchsmith.capture.guards import GuardSet, Namespace
+from torchsmith.capture.instructions import Instruction, normalize
+from torchsmith.capture.ops_control import ControlOps
+from torchsmith.capture.ops_python import PythonOps
+from torchsmith.capture.ops_stack import StackOps
+from torchsmith.capture.tensors import infer_result, rebuild, to_graph_arg
+from torchsmith.capture.variables import (
+    NULL,
+    CellVar,
+    ConstVar,
+    DictVar,
+    ListVar,
+    TensorVar,
+    TupleVar,
+    VariableTracker,
+)
+from torchsmith.ir import GraphBuilder, TensorType
+from torchsmith.ir.graph import iter_values
+
+MAX_INLINE_DEPTH = 32
+_CODE_CACHE: dict[types.CodeType, list[Instruction]] = {}
+
+# Modules whose attributes are trusted not to be monkeypatched (no guards on reading them).
+_TRUSTED_MODULE_PREFIXES = ("torch", "math", "operator", "builtins", "functools", "itertools", "collections",
+                            "typing", "numbers", "dataclasses", "enum")
+
+
+def instructions_of(code: types.CodeType) -> list[Instruction]:
+    cached = _CODE_CACHE.get(code)
+    if cached is None:
+        cached = _CODE_CACHE[code] = normalize(code)
+    return cached
+
+
+@dataclass
+class Frame:
+    """One executing code object: its stack, locals, cells and position."""
+
+    code: types.CodeType
+    instructions: list[Instruction]
+    locals: dict[str, VariableTracker]
+    cells: dict[str, CellVar]
+    globals: dict
+    globals_source: str
+    depth: int
+    stack: list = field(default_factory=list)
+    ip: int = 0
+    yields: list | None = None
+    current: Instruction | None = None
+
+    def push(self, v):
+        self.stack.append(v)
+
+    def pop(self):
+        return self.stack.pop()
+
+    def popn(self, n: int) -> list:
+        if n == 0:
+            return []
+        items = self.stack[-n:]
+        del self.stack[-n:]
+        return items
+
+    @property
+    def line(self) -> int | None:
+        return self.current.line if self.current else None
+
+
+class BreakReached(Exception):
+    """Internal: the root frame reached the instruction chosen for the graph break."""
+
+
+class Tracer(StackOps, ControlOps, PythonOps, CallOps):
+    """Captures one function call into a graph plus the Python left around it."""
+
+    def __init__(self, code, L: dict, G: dict, closure, *, name: str, break_at: int | None = None):
+        self.root_code = code
+        self.L = L
+        self.G = G
+        self.closure = closure
+        self.builder = GraphBuilder(name)
+        self.ns = Namespace()
+        self.guards = GuardSet(self.ns)
+        self.input_sources: list[str] = []
+        self.example_inputs: list = []
+        self.tensors_by_id: dict[int, tuple[str, TensorVar]] = {}
+        self.attr_writes: dict[tuple[int, str], tuple[VariableTracker, str, VariableTracker]] = {}
+        self.global_writes: dict[tuple[int, str], tuple[str, dict, VariableTracker]] = {}
+        self.written_cells: list[CellVar] = []
+        self.mutable_sources: list[VariableTracker] = []
+        self.initial_grad = torch.is_grad_enabled()
+        self.grad_enabled = self.initial_grad
+        self.guards.grad_mode(self.initial_grad)
+        self.break_at = break_at
+        self.root: Frame | None = None
+        self.return_value: VariableTracker | None = None
+
+    # ----------------------------------------------------------------- the loop
+    def run(self) -> VariableTracker | None:
+        """Run the root frame; returns its return value, or None after stopping at `break_at`."""
+        code = self.root_code
+        frame_locals = {}
+        for name, value in self.L.items():
+            if name == "__closure__":
+                continue
+            frame_locals[name] = self.wrap(value, f"L[{name!r}]")
+        cells = {}
+        for i, name in enumerate(code.co_freevars):
+            cells[name] = CellVar(real=self.closure[i], source=f"L['__closure__'][{i}]")
+        for name in code.co_cellvars:
+            cells[name] = CellVar(contents=frame_locals.get(name))
+        self.root = Frame(code, instructions_of(code), frame_locals, cells, self.G, "G", 0)
+        try:
+            self.return_value = self.run_frame(self.root)
+        except BreakReached:
+            return None
+        finally:
+            torch._C._set_grad_enabled(self.initial_grad)
+        return self.return_value
+
+    def run_frame(self, frame: Frame) -> VariableTracker:
+        instructions = frame.instructions
+        while True:
+            if frame.ip >= len(instructions):
+                raise Unsupported("fell off the end of the bytecode").located(frame.code.co_filename, frame.line)
+            index = frame.ip
+            if frame.depth == 0 and index == self.break_at:
+                raise BreakReached()
+            ins = instructions[index]
+            frame.current = ins
+            self._current_frame = frame
+            frame.ip += 1
+            handler = getattr(self, "op_" + ins.opname, None)
+            try:
+                if handler is None:
+                    raise Unsupported(f"bytecode {ins.opname} is not supported")
+                done = handler(frame, ins)
+            except Unsupported as e:
+                e.located(frame.code.co_filename, ins.line)
+                if frame.depth == 0 and getattr(e, "root_index", None) is None:
+                    e.root_index = index
+                raise
+            except RecursionError as e:
+                raise Unsupported("recursion too deep while capturing").located(frame.code.co_filename, ins.line) from e
+            if done is not None:
+                return done
+
+    # ----------------------------------------------------------------- inlining
+    def inline(self, code, globals_, globals_source, closure: tuple, args: list, kwargs: dict,
+               defaults=(), kwdefaults=None, parent_depth: int = 0) -> VariableTracker:
+        """Run a user function's code with these argument trackers; returns the return tracker."""
+        if parent_depth + 1 > MAX_INLINE_DEPTH:
+            raise Unsupported(f"inlining deeper than {MAX_INLINE_DEPTH} calls ({code.co_name})")
+        if code.co_flags & (0x80 | 0x100 | 0x200):
+            raise Unsupported(f"calling coroutine or async generator {code.co_qualname}")
+        frame_locals = bind_arguments(code, args, kwargs, defaults, kwdefaults or {})
+        cells = {}
+        for name in code.co_cellvars:
+            cells[name] = CellVar(contents=frame_locals.get(name))
+        for name, cell in zip(code.co_freevars, closure):
+            cells[name] = cell
+        frame = Frame(code, instructions_of(code), frame_locals, cells, globals_, globals_source, parent_depth + 1)
+        if code.co_flags & 0x20:  # generator: run to completion, collecting what it yields
+            frame.yields = []
+        return self.run_frame(frame)
+
+    # ----------------------------------------------------------------- values
+    def wrap(self, value, source: str | None) -> VariableTracker:
+        """A tracker for a runtime value read through `source`, installing the guards it needs."""
+        g = self.guards
+        if isinstance(value, torch.Tensor):
+            return self.wrap_tensor(value, source)
+        if source is None:
+            return self.wrap_unguarded(value)
+        if value is None or isinstance(value, (bool, int, float, str, complex, bytes, torch.dtype)):
+            g.equals(source, value)
+            return ConstVar(value, source)
+        if isinstance(value, (torch.device, torch.Size, range, slice, type(Ellipsis))):
+            g.type_is(source, value)
+            g.add(f"{source} == {self.ns.name_of(value)}")
+            return ConstVar(value, source)
+        if type(value) is list:
+            g.type_is(source, value)
+            g.add(f"len({source}) == {len(value)}")
+            tracker = ListVar([self.wrap(v, f"{source}[{i}]") for i, v in enumerate(value)], source)
+            self.mutable_sources.append(tracker)
+            return tracker
+        if isinstance(value, tuple) and (type(value) is tuple or hasattr(value, "_fields")):
+            g.type_is(source, value)
+            g.add(f"len({source}) == {len(value)}")
+            items = [self.wrap(v, f"{source}[{i}]") for i, v in enumerate(value)]
+            return TupleVar(items, source, cls=None if type(value) is tuple else type(value))
+        if type(value) is dict or type(value).__name__ == "OrderedDict" and isinstance(value, dict):
+            keys = list(value.keys())
+            if all(isinstance(k, (str, int)) and not isinstance(k, bool) for k in keys):
+                g.type_is(source, value)
+                g.add(f"list({source}.keys()) == {keys!r}")
+                tracker = DictVar({k: self.wrap(value[k], f"{source}[{k!r}]") for k in keys}, source, type(value))
+                self.mutable_sources.append(tracker)
+                return tracker
+        if isinstance(value, torch.nn.Module):
+            g.identity(source, value)
+            g.add(f"{source}.training is {value.training!r}")
+            return ConstVar(value, source)
+        if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type, types.ModuleType)):
+            if not _trusted(value):
+                g.identity(source, value)
+            return ConstVar(value, source)
+        if isinstance(value, types.MethodType):
+            return self.wrap_method(value, source)
+        g.type_is(source, value)
+        return ConstVar(value, source)
+
+    def wrap_method(self, method: types.MethodType, source: str | None) -> VariableTracker:
+        from torchsmith.capture.variables import MethodVar
+
+        owner = self.wrap(method.__self__, f"{source}.__self__" if source else None)
+        return MethodVar(ConstVar(method.__func__), owner, source)
+
+    def wrap_unguarded(self, value) -> VariableTracker:
+        """A tracker for a value created or fixed at capture time (no source, no guards)."""
+        if isinstance(value, torch.Tensor):
+            raise Unsupported("a tensor reached through an unguarded path (e.g. a class attribute)")
+        if type(value) is list:
+            return ListVar([self.wrap_unguarded(v) for v in value])
+        if type(value) is tuple:
+            return TupleVar([self.wrap_unguarded(v) for v in value])
+        if type(value) is dict:
+            return DictVar({k: self.wrap_unguarded(v) for k, v in value.items()})
+        if isinstance(value, types.MethodType):
+            return self.wrap_method(value, None)
+        return ConstVar(value)
+
+    def wrap_tensor(self, tensor: torch.Tensor, source: str | None) -> TensorVar:
+        if source is None:
+            source = self.ns.name_of(tensor)
+        seen = self.tensors_by_id.get(id(tensor))
+        if seen is not None:
+            first_source, tracker = seen
+            if first_source != source:
+                self.guards.add(f"{source} is {first_source}")
+            return tracker
+        if type(tensor) not in (torch.Tensor, torch.nn.Parameter) or tensor.is_sparse:
+            raise Unsupported(f"tensor subclass or layout {type(tensor).__name__} is not supported")
+        self.guards.tensor(source, tensor)
+        value = self.builder.input(self.builder.fresh_name(_name_from_source(source)), TensorType.of(tensor))
+        tracker = TensorVar(value, source)
+        self.tensors_by_id[id(tensor)] = (source, tracker)
+        self.input_sources.append(source)
+        self.example_inputs.append(tensor)
+        return tracker
+
+    # ----------------------------------------------------------------- graph recording
+    def record(self, op: str, fn, args: list, kwargs: dict) -> VariableTracker:
+        """Append `op(*args, **kwargs)` to the graph; returns the tracker of its result."""
+        graph_args = tuple(to_graph_arg(a, op) for a in args)
+        graph_kwargs = {k: to_graph_arg(v, op) for k, v in kwargs.items()}
+        structure = infer_result(op, fn, graph_args, graph_kwargs, self.grad_enabled)
+        source = self.current_location()
+        if isinstance(structure, TensorType):
+            value = self.builder.op(op, *graph_args, out_type=structure, source=source, **graph_kwargs)
+            return TensorVar(value)
+        from torchsmith.capture.tensors import flatten_types
+
+        types_ = flatten_types(structure)
+        if not types_ or not all(isinstance(t, TensorType) for t in types_):
+            if not types_ or structure.__class__.__name__ == "ScalarType" and structure.kind == "none":
+                self.builder.op(op, *graph_args, out_type=[], source=source, **graph_kwargs)
+                return ConstVar(None)
+            raise Unsupported(f"{op} returns a Python value ({structure}); capture keeps only tensors in graphs")
+        values = list(self.builder.op(op, *graph_args, out_type=types_, source=source, **graph_kwargs))
+        return rebuild(structure, values, TensorVar)
+
+    def set_grad_mode(self, enabled: bool) -> None:
+        """Switch grad mode inside the graph (and for the rest of capture's type inference)."""
+        if enabled == self.grad_enabled:
+            return
+        self.builder.op("torch._C._set_grad_enabled", enabled, out_type=[], source=self.current_location())
+        self.grad_enabled = enabled
+        torch._C._set_grad_enabled(enabled)
+
+    def current_location(self) -> str | None:
+        frame = self._current_frame
+        if frame is None or frame.current is None:
+            return None
+        return f"{frame.code.co_filename}:{frame.current.line}"
+
+    _current_frame: Frame | None = None
+
+    def graph_has_work(self) -> bool:
+        return bool(self.builder._nodes)
+
+    def values_used(self):
+        return iter_values(tuple(n.args for n in self.builder._nodes))
+
+
+def _trusted(value) -> bool:
+    module = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+    return isinstance(module, str) and module.split(".")[0] in _TRUSTED_MODULE_PREFIXES
+
+
+def _name_from_source(source: str) -> str:
+    text = source.replace("L[", "").replace("G[", "").replace("]", "").replace("'", "")
+    text = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in text.replace(".", "_").replace("[", "_"))
+    text = text.strip("_") or "arg"
+    return text if not text[0].isdigit() else "t" + text
+
+
+def bind_arguments(code, args: list, kwargs: dict, defaults: tuple, kwdefaults: dict) -> dict:
+    """Bind argument trackers to the parameter names of `code` the way CPython does."""
+    names = code.co_varnames
+    nargs, nkw, nposonly = code.co_argcount, code.co_kwonlyargcount, code.co_posonlyargcount
+    has_varargs, has_varkw = bool(code.co_flags & 0x04), bool(code.co_flags & 0x08)
+    positional = names[:nargs]
+    kwonly = names[nargs:nargs + nkw]
+    bound: dict[str, VariableTracker] = {}
+    for name, arg in zip(positional, args):
+        bound[name] = arg
+    extra = args[nargs:]
+    position = nargs + nkw
+    if has_varargs:
+        bound[names[position]] = TupleVar(extra)
+        position += 1
+    elif extra:
+        raise Unsupported(f"{code.co_qualname}() takes {nargs} positional arguments but {len(args)} were given")
+    varkw = {}
+    for key, value in kwargs.items():
+        if key in positional[nposonly:] or key in kwonly:
+            if key in bound:
+                raise Unsupported(f"{code.co_qualname}() got multiple values for argument {key!r}")
+            bound[key] = value
+        elif has_varkw:
+            varkw[key] = value
+        else:
+            raise Unsupported(f"{code.co_qualname}() got an unexpected keyword argument {key!r}")
+    if has_varkw:
+        bound[names[position]] = DictVar(varkw)
+    first_default = nargs - len(defaults)
+    for i, name in enumerate(positional):
+        if name not in bound:
+            if i >= first_default:
+                default = defaults[i - first_default]
+                bound[name] = default if isinstance(default, VariableTracker) else ConstVar(default)
+            else:
+                raise Unsupported(f"{code.co_qualname}() missing required argument {name!r}")
+    for name in kwonly:
+        if name not in bound:
+            if name not in kwdefaults:
+                raise Unsupported(f"{code.co_qualname}() missing keyword-only argument {name!r}")
+            default = kwdefaults[name]
+            bound[name] = default if isinstance(default, VariableTracker) else ConstVar(default)
+    return bound
+
+
+BUILTINS = builtins
+NULL_VAR = NULL

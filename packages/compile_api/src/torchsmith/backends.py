@@ -1,0 +1,101 @@
+"""The backend registry: names -> `backend(graph: torchsmith.ir.Graph, example_inputs: list) -> callable`.
+
+The callable a backend returns is called as `compiled(*inputs)` and returns the graph's outputs as
+a list or tuple. Built in: `"eager"` (the IR's reference interpreter), `"aot_eager"`
+(torchsmith.autograd_aot with interpreted forward and backward graphs) and `"inductor"` (not built
+yet: asking for it raises). Third-party packages add backends through the entry point group
+`torchsmith.backends`.
+
+    >>> import torchsmith
+    >>> eager = torchsmith.lookup_backend("eager")
+    >>> def counting(graph, example_inputs):
+    ...     counting.graphs.append(graph)
+    ...     return eager(graph, example_inputs)
+    >>> counting.graphs = []
+"""
+
+import importlib.metadata
+from collections.abc import Callable
+
+from torchsmith.errors import BackendError
+
+_BACKENDS: dict[str, Callable] = {}
+_LAZY: dict[str, Callable[[], Callable]] = {}
+_ENTRY_POINTS_LOADED = [False]
+
+
+def register_backend(fn: Callable | None = None, name: str | None = None):
+    """Register `fn` under `name` (default: its `__name__`); usable as a decorator, with or without
+    arguments: `@register_backend` or `@register_backend(name="mine")`."""
+    if fn is None:
+        return lambda f: register_backend(f, name=name)
+    key = name or fn.__name__
+    if key in _BACKENDS or key in _LAZY:
+        raise BackendError(f"a backend named {key!r} is already registered")
+    _BACKENDS[key] = fn
+    return fn
+
+
+def lookup_backend(name: str) -> Callable:
+    """The backend registered as `name`; raises BackendError listing the known names otherwise."""
+    if name not in _BACKENDS and name in _LAZY:
+        _BACKENDS[name] = _LAZY.pop(name)()
+    if name not in _BACKENDS:
+        _load_entry_points()
+    if name not in _BACKENDS:
+        raise BackendError(f"unknown backend {name!r}; known backends: {', '.join(list_backends())}")
+    return _BACKENDS[name]
+
+
+def list_backends() -> list[str]:
+    """Names of all registered backends, sorted."""
+    _load_entry_points()
+    return sorted(set(_BACKENDS) | set(_LAZY))
+
+
+def resolve_backend(backend) -> Callable:
+    """A backend given as a name or as a callable, as `compile(backend=...)` accepts it."""
+    if isinstance(backend, str):
+        return lookup_backend(backend)
+    if callable(backend):
+        return backend
+    raise BackendError(f"backend must be a name or a callable, got {type(backend).__name__}")
+
+
+def _load_entry_points() -> None:
+    if _ENTRY_POINTS_LOADED[0]:
+        return
+    _ENTRY_POINTS_LOADED[0] = True
+    for entry in importlib.metadata.entry_points(group="torchsmith.backends"):
+        if entry.name not in _BACKENDS and entry.name not in _LAZY:
+            _LAZY[entry.name] = entry.load
+
+
+def eager(graph, example_inputs):
+    """Run captured graphs op by op on eager PyTorch with the IR's reference interpreter."""
+    from torchsmith.ir import interpret
+
+    return lambda *inputs: interpret(graph, *inputs)
+
+
+def _aot_eager():
+    from torchsmith.autograd_aot import aot_eager_backend
+
+    return aot_eager_backend
+
+
+def _inductor():
+    import torchsmith.inductor as inductor
+
+    backend = getattr(inductor, "inductor_backend", None)
+    if backend is None:
+        def not_built(graph, example_inputs):
+            raise BackendError("backend='inductor' is not built yet; use backend='eager' or backend='aot_eager'")
+
+        return not_built
+    return backend
+
+
+_BACKENDS["eager"] = eager
+_LAZY["aot_eager"] = _aot_eager
+_LAZY["inductor"] = _inductor

@@ -1,0 +1,27 @@
+"""torchsmith.ir: the graph IR every torchsmith stage reads and writes."""
+
+from torchsmith.ir.__about__ import __version__
+from torchsmith.ir.builder import GraphBuilder, infer_output_types
+from torchsmith.ir.dtypes import dtype_from_name, dtype_name
+from torchsmith.ir.errors import (
+    FxConversionError,
+    GraphBuildError,
+    InterpretError,
+    IRError,
+    ParseError,
+    SchemaVersionError,
+    SerializationError,
+    SymbolicError,
+    TypeParseError,
+    UnknownOpError,
+    VerifyError,
+)
+from torchsmith.ir.fx import from_fx, lifted_attributes, to_fx
+from torchsmith.ir.graph import ArgList, Graph, Node, Slice, Stamp, Value, iter_values, map_arg
+from torchsmith.ir.interpreter import interpret
+from torchsmith.ir.parser import parse_arg, parse_graph, parse_node
+from torchsmith.ir.registry import ArgSpec, OpDef, OpSchema, lookup_op, op_name_of, register_op, registered_ops
+from torchsmith.ir.symbolic import Dim, compare, evaluate, floordiv, format_dim, mod, parse_dim, symbol
+from torchsmith.ir.text import format_graph
+from torchsmith.ir.types import ScalarType, SymIntType, TensorType, Type, format_type, parse_type, type_of
+from torchsmith.ir.verifier import maybe_verify, verify, verify_enabled

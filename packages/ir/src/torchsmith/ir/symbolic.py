@@ -1,0 +1,265 @@
+"""Symbolic integer expressions for shapes: symbols, + - * // %, min/max and comparisons.
+
+A dimension is a plain `int` when it is known, or a sympy expression over integer symbols
+(`s0`, `2*s0 + 1`) when it is not. Expressions are simplified by sympy as they are built and
+printed in one canonical form, so two equal shapes print the same way::
+
+    >>> s0 = symbol("s0")
+    >>> format_dim(floordiv(2 * s0 + 2, 2))
+    's0 + 1'
+    >>> parse_dim("s0 * 4 % 2")
+    0
+"""
+
+import ast
+import functools
+import operator
+
+import sympy
+from sympy.printing.str import StrPrinter
+
+from torchsmith.ir.errors import SymbolicError
+
+Dim = int | sympy.Expr
+
+
+def symbol(name: str) -> sympy.Symbol:
+    """The size symbol `name`. Sizes are positive integers (0 and 1 are always specialized)."""
+    if not name.isidentifier() or name.startswith("_"):
+        raise SymbolicError(f"symbol name {name!r} must be an identifier not starting with '_'")
+    return sympy.Symbol(name, integer=True, positive=True)
+
+
+class FloorDiv(sympy.Function):
+    """Python's `a // b` on integers, kept whole so it prints back as `a // b`."""
+
+    is_integer = True
+
+    @classmethod
+    def eval(cls, a, b):
+        if b == 0:
+            raise SymbolicError(f"division by zero in {a} // 0")
+        if a.is_Integer and b.is_Integer:
+            return sympy.Integer(int(a) // int(b))
+        if b == 1:
+            return a
+        return _exact_quotient(a, b)
+
+
+def _exact_quotient(a, b):
+    """`a / b` when it is an integer polynomial in integer-valued terms, else None.
+
+    sympy's own `is_integer` is not trusted here: sympy 1.14 decides that any even expression
+    divided by 6 is an integer (`(Max(6, 2*s0) / 6).is_integer` is True), which is wrong for s0 = 7.
+    """
+    quotient = sympy.simplify(a / b)
+    if quotient.is_number:
+        return quotient if quotient.is_Integer else None
+    try:
+        poly = sympy.Poly(quotient)
+    except sympy.polys.polyerrors.PolynomialError:
+        return None
+    integral_terms = (FloorDiv, sympy.Mod, sympy.Max, sympy.Min)
+    integral_gens = all(g.is_Symbol or isinstance(g, integral_terms) for g in poly.gens)
+    if integral_gens and all(c.is_Integer for c in poly.coeffs()) and quotient.is_integer:
+        return quotient
+    return None
+
+
+def floordiv(a: Dim, b: Dim) -> Dim:
+    """`a // b` on ints or symbolic dims."""
+    return normalize_dim(FloorDiv(sympy.sympify(a), sympy.sympify(b)))
+
+
+def mod(a: Dim, b: Dim) -> Dim:
+    """`a % b` on ints or symbolic dims (non-negative operands, as sizes are)."""
+    a, b = sympy.sympify(a), sympy.sympify(b)
+    if (a.has(sympy.Max, sympy.Min) or b.has(sympy.Max, sympy.Min)) and not (a.is_Integer and b.is_Integer):
+        # sympy's Mod drops terms it believes divisible by b, trusting the same wrong `is_integer`
+        # on even max/min terms (see _exact_quotient): decide divisibility ourselves, else keep a % b whole.
+        if b != 0 and _exact_quotient(a, b) is not None:
+            return 0
+        return normalize_dim(sympy.Mod(a, b, evaluate=False))
+    return normalize_dim(sympy.Mod(a, b))
+
+
+def sym_max(*dims: Dim) -> Dim:
+    return normalize_dim(sympy.Max(*dims))
+
+
+def sym_min(*dims: Dim) -> Dim:
+    return normalize_dim(sympy.Min(*dims))
+
+
+def normalize_dim(value) -> Dim:
+    """Return a plain int for anything integral and constant, else the sympy expression.
+
+    Refuses floats, rationals and booleans: a dimension is always an integer.
+    """
+    if isinstance(value, bool):
+        raise SymbolicError(f"a dimension must be an integer, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, sympy.Expr):
+        if value.is_Integer:
+            return int(value)
+        if value.is_number or value.is_integer is False:
+            raise SymbolicError(f"a dimension must be an integer expression, got {value}")
+        return value
+    raise SymbolicError(f"a dimension must be an int or a symbolic expression, got {value!r}")
+
+
+def is_symbolic(value) -> bool:
+    return isinstance(value, sympy.Basic) and not value.is_number
+
+
+def free_symbols(value) -> frozenset[str]:
+    """Names of the symbols an int, expression or relation depends on."""
+    if isinstance(value, sympy.Basic):
+        return frozenset(s.name for s in value.free_symbols)
+    return frozenset()
+
+
+def evaluate(value, bindings: dict[str, int]):
+    """Substitute concrete values for symbols; returns an int (or bool for a relation)."""
+    if isinstance(value, (int, bool)):
+        return value
+    missing = free_symbols(value) - bindings.keys()
+    if missing:
+        raise SymbolicError(f"cannot evaluate {format_dim(value)}: no value for {', '.join(sorted(missing))}")
+    result = value.xreplace({symbol(n): sympy.Integer(v) for n, v in bindings.items() if n in free_symbols(value)})
+    if result in (sympy.true, sympy.false):
+        return bool(result)
+    if not result.is_Integer:
+        raise SymbolicError(f"{format_dim(value)} did not evaluate to an integer under {bindings}")
+    return int(result)
+
+
+_RELATIONS = {
+    "==": sympy.Eq,
+    "!=": sympy.Ne,
+    "<": sympy.Lt,
+    "<=": sympy.Le,
+    ">": sympy.Gt,
+    ">=": sympy.Ge,
+}
+
+
+def compare(op: str, a: Dim, b: Dim):
+    """`a <op> b`: a Python bool when it is decided for all sizes, else a sympy relation."""
+    try:
+        relation = _RELATIONS[op](sympy.sympify(a), sympy.sympify(b))
+    except KeyError:
+        raise SymbolicError(f"unknown comparison {op!r}; expected one of {' '.join(_RELATIONS)}") from None
+    if relation in (sympy.true, sympy.false):
+        return bool(relation)
+    return relation
+
+
+class _DimPrinter(StrPrinter):
+    """sympy's printer, but with Python spelling: `a // b`, `a % b`, `max(a, b)`, `a == b`.
+
+    Python's `//` and `%` bind like `*` and looser than unary minus, so their operands and the
+    products they appear in are parenthesized where sympy's own precedence would drop the parentheses.
+    """
+
+    def _operand(self, x, right: bool) -> str:
+        text = self._print(x)
+        plain = (x.is_Symbol or (x.is_Integer and x >= 0)) or isinstance(x, (sympy.Max, sympy.Min))
+        if plain or (not right and isinstance(x, FloorDiv)):
+            return text
+        return f"({text})"
+
+    def _print_FloorDiv(self, expr):
+        a, b = expr.args
+        return f"{self._operand(a, False)} // {self._operand(b, True)}"
+
+    def _print_Mod(self, expr):
+        a, b = expr.args
+        return f"{self._operand(a, False)} % {self._operand(b, True)}"
+
+    def _print_Mul(self, expr):
+        coeff, rest = expr.as_coeff_Mul()
+        factors = rest.as_ordered_factors()
+        if not any(isinstance(f, (FloorDiv, sympy.Mod)) for f in factors):
+            return super()._print_Mul(expr)
+        parts = [
+            f"({self._print(f)})" if isinstance(f, (FloorDiv, sympy.Mod)) else self.parenthesize(f, 50)
+            for f in factors
+        ]
+        if coeff == -1:
+            return "-" + "*".join(parts)
+        return "*".join(([] if coeff == 1 else [self._print(coeff)]) + parts)
+
+    def _print_Max(self, expr):
+        return "max(" + ", ".join(self._print(a) for a in expr.args) + ")"
+
+    def _print_Min(self, expr):
+        return "min(" + ", ".join(self._print(a) for a in expr.args) + ")"
+
+    def _print_Relational(self, expr):
+        op = {"==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}[expr.rel_op]
+        return f"{self._print(expr.lhs)} {op} {self._print(expr.rhs)}"
+
+
+_PRINTER = _DimPrinter()
+
+
+@functools.lru_cache(maxsize=4096)
+def _format_symbolic(expr) -> str:
+    return _PRINTER.doprint(expr)
+
+
+def format_dim(value) -> str:
+    """The canonical text of a dim or relation: `4`, `s0`, `2*s0 + 1`, `s0 // 2`, `s0 >= 4`."""
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, sympy.Basic):
+        return _format_symbolic(value)
+    raise SymbolicError(f"not a dimension: {value!r}")
+
+
+_BINARY = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: floordiv,
+    ast.Mod: mod,
+}
+_COMPARE = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+
+
+def _build(node: ast.AST, text: str):
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.Name):
+        return symbol(node.id)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_build(node.operand, text)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+        exponent = node.right
+        if isinstance(exponent, ast.Constant) and type(exponent.value) is int and exponent.value >= 0:
+            return _build(node.left, text) ** exponent.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        return _BINARY[type(node.op)](_build(node.left, text), _build(node.right, text))
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("max", "min"):
+        args = [_build(a, text) for a in node.args]
+        return sym_max(*args) if node.func.id == "max" else sym_min(*args)
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _COMPARE:
+        return compare(_COMPARE[type(node.ops[0])], _build(node.left, text), _build(node.comparators[0], text))
+    raise SymbolicError(f"cannot read {ast.unparse(node)!r} in symbolic expression {text!r}")
+
+
+@functools.lru_cache(maxsize=4096)
+def parse_dim(text: str):
+    """Read what `format_dim` wrote: an int, a symbolic expression or a relation."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as e:
+        raise SymbolicError(f"cannot parse symbolic expression {text!r}: {e.msg}") from None
+    value = _build(tree.body, text)
+    if isinstance(value, (bool, sympy.logic.boolalg.Boolean)) or isinstance(value, sympy.Rel):
+        return value
+    return normalize_dim(value)

@@ -1,0 +1,4 @@
+"""The decomposition table: importing this package registers every ATen -> prims decomposition
+in `torchsmith.prims.decompose.DECOMPOSITIONS`, one module per concern."""
+
+from torchsmith.prims.decompositions import elementwise, nn, reductions, shapes  # noqa: F401
