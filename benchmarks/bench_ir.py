@@ -1,6 +1,6 @@
 """IR speed: build, verify, print, parse, JSON dump and load a 10,000-node graph (best of N runs).
 
-    python benchmarks/bench_ir.py            # 10,000 nodes, best of 5
+    python benchmarks/bench_ir.py            # 10,000 nodes, best of 3 (after one warm-up run)
     python benchmarks/bench_ir.py --quick    # 2,000 nodes, best of 2
 
 The graph comes from `torchsmith.ir.random_graph` (aten and torch-level ops, symbolic shapes,
@@ -89,9 +89,10 @@ def run(num_nodes: int, repeat: int, seed: int) -> dict:
     steps: list[dict] = []
 
     def step(name: str, fn, *, required: bool = True, note: str = ""):
+        runs = repeat if required else 1  # fx steps are slow and only for reference
         try:
             fn()  # warm caches (parse_type, sympy printing), which a real compiler has warm as well
-            times = measure(fn, repeat)
+            times = measure(fn, runs)
         except Exception as e:  # a benchmark reports a broken step instead of stopping
             first = str(e).splitlines()[0] if str(e) else ""
             error = f"{type(e).__name__}: {first}"[:200]
@@ -100,7 +101,7 @@ def run(num_nodes: int, repeat: int, seed: int) -> dict:
             return
         best = min(times)
         steps.append({
-            "step": name, "best_s": best, "median_s": statistics.median(times), "runs": repeat,
+            "step": name, "best_s": best, "median_s": statistics.median(times), "runs": runs,
             "required": required, "note": note,
         })
         median = statistics.median(times)
@@ -145,23 +146,23 @@ def markdown(result: dict) -> str:
         "# IR benchmark",
         "",
         f"A {result['nodes']}-node graph from `random_graph(seed={result['seed']})` with {result['inputs']} "
-        f"inputs; best and median of {result['steps'][0].get('runs', '?')} runs. "
+        "inputs; best and median of the timed runs, each step after one untimed warm-up run. "
         "Written by `benchmarks/bench_ir.py`.",
         "",
         f"Machine: {m['cpu']}, {m['cpu_count']} CPUs, {m['platform']}; Python {m['python']}, "
         f"torch {m['torch']}, sympy {m['sympy']}, torchsmith-ir {m['torchsmith-ir']}; {m['date']}.",
         "",
-        "| step | best (ms) | median (ms) | under 1 s | note |",
-        "|---|---:|---:|:---:|---|",
+        "| step | best (ms) | median (ms) | runs | under 1 s | note |",
+        "|---|---:|---:|---:|:---:|---|",
     ]
     for s in result["steps"]:
         if "error" in s:
-            lines.append(f"| {s['step']} | | | | {s['error']} |")
+            lines.append(f"| {s['step']} | | | | | {s['error']} |")
             continue
         ok = "yes" if s["best_s"] < result["budget_s"] else "**no**"
         ok = ok if s["required"] else f"({ok})"
         best, median = s["best_s"] * 1e3, s["median_s"] * 1e3
-        lines.append(f"| {s['step']} | {best:.1f} | {median:.1f} | {ok} | {s['note']} |")
+        lines.append(f"| {s['step']} | {best:.1f} | {median:.1f} | {s['runs']} | {ok} | {s['note']} |")
     lines += ["", "Steps in parentheses are fx interop, for reference: most of their time is torch.fx's own."]
     return "\n".join(lines) + "\n"
 
@@ -169,7 +170,7 @@ def markdown(result: dict) -> str:
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=10_000)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="2,000 nodes, 2 runs (results are not written)")
     args = parser.parse_args(argv)

@@ -9,9 +9,8 @@ from torchsmith.ir import interpret
 
 
 def _clone_inputs(inputs):
-    return [
-        x.detach().clone().requires_grad_(x.requires_grad) if isinstance(x, torch.Tensor) else x for x in inputs
-    ]
+    return [x.detach().clone().requires_grad_(x.requires_grad) if isinstance(x, torch.Tensor) else x
+            for x in inputs]
 
 
 def _loss(outputs):
@@ -19,18 +18,18 @@ def _loss(outputs):
     total = 0
     for out in outputs:
         if isinstance(out, torch.Tensor) and out.requires_grad:
-            weights = torch.linspace(0.5, 1.5, out.numel(), dtype=out.dtype).reshape(out.shape)
-            total = total + (out * weights).sum()
+            weights = torch.linspace(0.5, 1.5, out.numel(), dtype=out.dtype, device=out.device)
+            total = total + (out * weights.reshape(out.shape)).sum()
     return total
 
 
 class Comparison:
     """Eager and compiled results of one program on equal inputs."""
 
-    def __init__(self, graph, inputs, *, atol=1e-5, rtol=1e-4, backward=True):
+    def __init__(self, graph, inputs, *, atol=1e-5, rtol=1e-4, backward=True, decompose=None):
         self.eager_inputs, self.compiled_inputs = _clone_inputs(inputs), _clone_inputs(inputs)
         self.eager_outputs = interpret(graph, *self.eager_inputs)
-        self.function = aot_eager(graph, self.compiled_inputs)
+        self.function = aot_eager(graph, self.compiled_inputs, decompose=decompose)
         self.compiled_outputs = self.function(*self.compiled_inputs)
         self.atol, self.rtol = atol, rtol
         if backward and any(isinstance(x, torch.Tensor) and x.requires_grad for x in inputs):

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from torchsmith.autograd_aot import aot_eager
-from torchsmith.ir import GraphBuilder, TensorType, interpret
+from torchsmith.ir import GraphBuilder, TensorType, Value, interpret, symbol
 
 
 def tensor_input(builder, name, *shape, grad=False):
@@ -20,15 +20,14 @@ def randn(*shape, grad=False):
 def mlp_graph():
     b = GraphBuilder("mlp")
     x = tensor_input(b, "x", 8, 16)
-    params = [tensor_input(b, n, *s, grad=True) for n, s in
-              [("w1", (32, 16)), ("b1", (32,)), ("w2", (32, 32)), ("b2", (32,)), ("w3", (4, 32)), ("b3", (4,))]]
+    shapes = [("w1", (32, 16)), ("b1", (32,)), ("w2", (32, 32)), ("b2", (32,)), ("w3", (4, 32)), ("b3", (4,))]
+    params = [tensor_input(b, n, *s, grad=True) for n, s in shapes]
     h = x
     for i in range(3):
         h = b.op("torch.nn.functional.linear", h, params[2 * i], params[2 * i + 1])
         if i < 2:
             h = b.op("torch.nn.functional.gelu", h) if i == 0 else b.op("torch.relu", h)
-    return b.build(h), [randn(8, 16), randn(32, 16, grad=True), randn(32, grad=True), randn(32, 32, grad=True),
-                        randn(32, grad=True), randn(4, 32, grad=True), randn(4, grad=True)]
+    return b.build(h), [randn(8, 16)] + [randn(*s, grad=True) for _, s in shapes]
 
 
 def encoder_graph(batch=2, seq=8, dim=16, heads=2, ffn=32):
@@ -42,14 +41,14 @@ def encoder_graph(batch=2, seq=8, dim=16, heads=2, ffn=32):
     h = b.op("torch.nn.functional.layer_norm", x, [dim], p["ln1_w"], p["ln1_b"])
     qkv = b.op("torch.nn.functional.linear", h, p["w_qkv"], p["b_qkv"])
     q, k, v = b.op("torch.Tensor.chunk", qkv, 3, -1)
-    q, k, v = (b.op("torch.Tensor.transpose", b.op("torch.Tensor.view", t, batch, seq, heads, head_dim), 1, 2)
+    q, k, v = (b.op("torch.Tensor.transpose", b.op("torch.Tensor.view", t, -1, seq, heads, head_dim), 1, 2)
                for t in (q, k, v))
     scores = b.op("torch.matmul", q, b.op("torch.Tensor.transpose", k, -2, -1))
     scores = b.op("operator.mul", scores, 1.0 / math.sqrt(head_dim))
     attn = b.op("torch.softmax", scores, -1)
     attn = b.op("torch.nn.functional.dropout", attn, 0.1, training=False)
     y = b.op("torch.matmul", attn, v)
-    y = b.op("torch.Tensor.reshape", b.op("torch.Tensor.transpose", y, 1, 2), batch, seq, dim)
+    y = b.op("torch.Tensor.reshape", b.op("torch.Tensor.transpose", y, 1, 2), -1, seq, dim)
     x = b.op("operator.add", x, b.op("torch.nn.functional.linear", y, p["w_o"], p["b_o"]))
     h = b.op("torch.nn.functional.layer_norm", x, [dim], p["ln2_w"], p["ln2_b"])
     m = b.op("torch.nn.functional.gelu", b.op("torch.nn.functional.linear", h, p["w_1"], p["b_1"]))
@@ -70,7 +69,8 @@ def convnet_graph():
     h = b.op("torch.nn.functional.max_pool2d", b.op("torch.relu", h), 2)
     out = b.op("torch.nn.functional.linear", b.op("torch.flatten", h, 1), fc_w, fc_b)
     inputs = [randn(4, 3, 8, 8), randn(6, 3, 3, 3, grad=True), randn(6, grad=True), randn(6, grad=True),
-              randn(6, grad=True), torch.zeros(6), torch.ones(6), randn(10, 96, grad=True), randn(10, grad=True)]
+              randn(6, grad=True), torch.zeros(6), torch.ones(6), randn(10, 96, grad=True),
+              randn(10, grad=True)]
     return b.build(out), inputs
 
 
@@ -150,3 +150,55 @@ def test_inference_under_no_grad_has_no_backward(compare):
     assert fn.last_program.backward_graph is None
     assert not out.requires_grad
     torch.testing.assert_close(out, interpret(graph, *inputs)[0])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_encoder_and_convnet_on_cuda(compare):
+    for make in (encoder_graph, convnet_graph):
+        graph, inputs = make()
+        cuda_inputs = [x.detach().cuda().requires_grad_(x.requires_grad) for x in inputs]
+        result = compare(graph, cuda_inputs, atol=1e-3, rtol=1e-3)
+        assert all(out.is_cuda for out in result.compiled_outputs)
+
+
+def with_dynamic_batch(graph):
+    """The graph with the first dim of its first input symbolic (the torch-level nodes run the same)."""
+    x = graph.inputs[0]
+    t = x.type.replace(shape=(symbol("s0"),) + x.type.shape[1:])
+    return graph.replace(inputs=(Value(x.name, t),) + graph.inputs[1:])
+
+
+@pytest.mark.parametrize("make", [encoder_graph, convnet_graph])
+def test_models_with_dynamic_batch(make):
+    graph, inputs = make()
+    graph = with_dynamic_batch(graph)
+    fn = aot_eager(graph, [x.detach().clone().requires_grad_(x.requires_grad) for x in inputs])
+    for n in (3, 5):
+        compare_on(graph, fn, [torch.randn(n, *inputs[0].shape[1:]).requires_grad_(inputs[0].requires_grad)]
+                 + inputs[1:])
+    assert len(fn.programs) == 1 and len(fn.symbolic) == 1
+
+
+
+
+def compare_on(graph, fn, inputs):
+    eager = [x.detach().clone().requires_grad_(x.requires_grad) for x in inputs]
+    compiled = [x.detach().clone().requires_grad_(x.requires_grad) for x in inputs]
+    expected, actual = interpret(graph, *eager), fn(*compiled)
+    torch.testing.assert_close(actual, expected, atol=1e-4, rtol=1e-4)
+    expected[0].pow(2).sum().backward()
+    actual[0].pow(2).sum().backward()
+    for e, a in zip(eager, compiled):
+        torch.testing.assert_close(a.detach(), e.detach(), atol=1e-4, rtol=1e-4)  # running stats too
+        if e.requires_grad:
+            torch.testing.assert_close(a.grad, e.grad, atol=1e-3, rtol=1e-3)
+
+
+@pytest.mark.parametrize("make", [mlp_graph, encoder_graph, convnet_graph], ids=lambda f: f.__name__)
+def test_models_decomposed_to_prims(make, compare):
+    prims = pytest.importorskip("torchsmith.prims")
+    graph, inputs = make()
+    result = compare(graph, inputs, atol=1e-4, decompose=prims.decompose)
+    program = result.program
+    assert any(op.startswith("prims.") for op in program.forward_graph.ops())
+    assert program.report.saved_bytes < program.report.save_all_bytes

@@ -55,7 +55,9 @@ def test_aten_round_trip_is_exact_and_runs():
     g = aten_mlp()
     gm = to_fx(g)
     assert isinstance(gm, torch.fx.GraphModule)
-    assert [n.target for n in gm.graph.nodes if n.op == "placeholder"] == ["x", "w", "max"]
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    assert [n.target for n in placeholders] == ["x", "w", "max_1"]  # `max` would shadow the builtin
+    assert [n.meta["torchsmith_name"] for n in placeholders] == ["x", "w", "max"]
     assert torch.ops.aten.addmm.default in [n.target for n in gm.graph.nodes]
     assert from_fx(gm) == g
     inputs = [torch.randn(3, 8), torch.randn(16, 8), torch.randn(16)]
@@ -283,3 +285,38 @@ def test_example_input_failure_names_the_node():
     gm = torch.fx.symbolic_trace(lambda x: x.view(7))
     with pytest.raises(FxConversionError, match="running fx node .*view"):
         from_fx(gm, (torch.randn(2, 3),))
+
+
+def test_names_that_would_shadow_globals_of_the_fx_code():
+    b = GraphBuilder("shadow")
+    names = ["torch", "inf", "getattr", "self", "lambda"]
+    values = [b.input(name, "f32[3] cpu") for name in names]
+    total = values[0]
+    for value in values[1:]:
+        total = b.op("aten.add.Tensor", total, value, out_type="f32[3] cpu", out_name=f"{value.name}_sum")
+    scaled = b.op("aten.mul.Scalar", total, float("inf"), out_type="f32[3] cpu", out_name="device")
+    g = b.build(b.op("aten._to_copy.default", scaled, device=torch.device("cpu"), out_type="f32[3] cpu"))
+    gm = to_fx(g)
+    assert from_fx(gm) == g
+    inputs = [torch.randn(3) for _ in names]
+    assert_same(list(gm(*inputs)), interpret(g, *inputs))
+
+
+def test_an_fx_rewrite_shows_up_in_our_graph():
+    # An fx pass edits the module (here: relu -> sigmoid); from_fx must follow the new target,
+    # not the op name that to_fx left in node.meta.
+    b = GraphBuilder("rewrite")
+    x = b.input("x", "f32[s0, 3] cpu")
+    y = b.op("aten.relu.default", x, out_type="f32[s0, 3] cpu")
+    chunks = b.op("aten.split.Tensor", y, 3, 0, out_type=["f32[s0, 3] cpu"])  # one chunk, still a list
+    g = b.build(*chunks)
+    gm = to_fx(g)
+    for fx_node in gm.graph.nodes:
+        if fx_node.target is torch.ops.aten.relu.default:
+            fx_node.target = torch.ops.aten.sigmoid.default
+    gm.recompile()
+    rewritten = from_fx(gm)
+    assert rewritten.ops() == ["aten.sigmoid.default", "aten.split.Tensor"]
+    x_value = torch.randn(2, 3)
+    assert_same(interpret(rewritten, x_value), [torch.sigmoid(x_value)])
+    assert_same(list(gm(x_value)), [torch.sigmoid(x_value)])

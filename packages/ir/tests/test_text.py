@@ -4,6 +4,7 @@ Regenerate the golden files after an intended format change with
 `TORCHSMITH_UPDATE_GOLDEN=1 pytest packages/ir/tests/test_text.py`, then read the diff.
 """
 
+import enum
 import math
 import os
 import pathlib
@@ -386,11 +387,12 @@ graph g(%x: f32[4] cpu):
     graph = parse_graph(text)
     assert graph.stamps == (Stamp("capture", 1.5),) and graph.ops() == ["aten.relu.default"]
     assert parse_graph(text.replace("\n", "\r\n")) == graph
+    assert parse_graph("\ufeff" + text) == graph
 
 
 _DIMS = (1, 4, 0, s0, s1, 2 * s0 + 1, floordiv(s0, 2), sym_max(s0, s1))  # built once: sympy is slow
 _STRIDES = (1, 2, s0, s0 * s1)
-_SYM_EXPRS = (s0, 2 * s0 + 1, floordiv(s1, 2), 7)
+_SYM_EXPRS = (s0, 2 * s0 + 1, floordiv(s1, 2), 7, floordiv(s0, 2) ** 2, (s0 - s1) * mod(s0, 2) * 2)
 
 
 def _random_type(rng: random.Random):
@@ -437,6 +439,7 @@ _LEAVES = [
     ...,
     sympy.Integer(2),
     s0 * s1 + 3,
+    sym_min(s0, floordiv(s1 + 1, 3) ** 2),
 ]
 
 
@@ -589,3 +592,13 @@ def test_mangled_text_raises_only_parse_errors():
             parse_graph(text)
         except ParseError:
             pass
+
+
+def test_number_subclasses_print_as_plain_numbers():
+    np = pytest.importorskip("numpy")
+
+    class Color(enum.IntEnum):
+        RED = 3
+
+    assert format_arg(np.float64(0.1)) == "0.1" and format_arg(Color.RED) == "3"
+    assert format_arg(complex(np.float64(1.5), 2)) == "complex(1.5, 2.0)"

@@ -16,7 +16,7 @@ from torchsmith.prims.testing import assert_close, prim_samples, to_numpy
 from torchsmith.prims.testing.compare import from_numpy
 
 # Ops whose values are unspecified, so only shape and dtype are compared.
-UNSPECIFIED_VALUES = {"prims.empty"}
+UNSPECIFIED_VALUES = {"prims.empty", "prims.empty_strided"}
 
 
 def _as_values(arg, counter):
@@ -61,10 +61,12 @@ def test_reference_matches_torch_and_rule_matches_result(name):
             assert tuple(got.shape) == declared.shape and got.dtype == declared.dtype, (
                 f"{what}: rule says {declared}, torch gave {TensorType.of(got)}"
             )
-            if PRIMS[name].kind == "view":
+            if PRIMS[name].kind == "view" or name == "prims.empty_strided":
                 # Views declare their strides; a size-1 dim's stride is meaningless.
                 for size, stride, expected in zip(got.shape, got.stride(), declared.strides):
-                    assert size <= 1 or stride == expected, f"{what}: strides {got.stride()} vs {declared.strides}"
+                    assert size <= 1 or stride == expected, (
+                        f"{what}: strides {got.stride()} vs {declared.strides}"
+                    )
             if name not in UNSPECIFIED_VALUES:
                 assert_close(got, from_numpy(ref, got.dtype), what=what)
 
@@ -94,3 +96,48 @@ def test_philox_rand_is_uniform_and_depends_on_seed_and_offset():
     assert torch.equal(a, rand([20000], 7, 0, dtype=torch.float32, device="cpu"))
     n = lookup_op("prims.philox_randn").eager([20000], 3, 4, dtype=torch.float64, device="cpu")
     assert abs(float(n.mean())) < 0.03 and abs(float(n.std()) - 1) < 0.03
+
+
+def test_rules_work_on_symbolic_shapes():
+    from torchsmith.ir import GraphBuilder
+    from torchsmith.ir.symbolic import floordiv, symbol
+
+    s0, s1 = symbol("s0"), symbol("s1")
+    b = GraphBuilder("g")
+    x = b.input("x", f"f32[{s0}, {s1}] cpu")
+    y = b.op("prims.broadcast_in_dim", b.op("prims.sum", x, [1]), [s0, s1], [0])
+    assert y.type.shape == (s0, s1) and y.type.strides == (1, 0)
+    assert b.op("prims.add", x, y).type.shape == (s0, s1)
+    assert b.op("prims.reshape", x, [s0 * s1]).type.shape == (s0 * s1,)
+    assert b.op("prims.slice", x, 1, 1, s1, 2).type.shape == (s0, floordiv(s1, 2))
+    assert b.op("prims.cat", [x, x], 0).type.shape == (2 * s0, s1)
+    assert b.op("prims.pad", x, [1, 0, 0, 2], 0.0).type.shape == (s0 + 1, s1 + 2)
+    assert b.op("prims.permute", x, [1, 0]).type.strides == (1, s1)
+    var, mean = b.op("prims.var_mean", x, [0], 1)
+    assert var.type.shape == (s1,) == mean.type.shape
+
+
+def test_rules_refuse_what_prims_do_not_do():
+    from torchsmith.ir import GraphBuilder
+    from torchsmith.ir.symbolic import symbol
+    from torchsmith.prims import PrimTypeError
+
+    b = GraphBuilder("g")
+    x = b.input("x", "f32[3, 4] cpu")
+    h = b.input("h", "f16[3, 4] cpu")
+    i = b.input("i", "i64[3, 4] cpu")
+    v = b.input("v", "f32[4] cpu")
+    s = b.input("s", f"f32[{symbol('s0')}] cpu")
+    t = b.input("t", f"f32[{symbol('s1')}] cpu")
+    for op, args, message in (
+        ("prims.add", (x, h), "same dtype"),
+        ("prims.add", (x, v), "same shape"),
+        ("prims.add", (s, t), "same shape"),
+        ("prims.add", (i, 1.5), "float scalar"),
+        ("prims.exp", (i,), "does not accept torch.int64"),
+        ("prims.sum", (x, [-1]), "out of range"),
+        ("prims.broadcast_in_dim", (v, [3, 5], [1]), "cannot broadcast"),
+        ("prims.reshape", (x, [5, 2]), "cannot reshape"),
+    ):
+        with pytest.raises(PrimTypeError, match=message):
+            b.op(op, *args)

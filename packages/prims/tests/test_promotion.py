@@ -16,8 +16,20 @@ from torchsmith.prims.promotion import (
     result_type,
 )
 
-DTYPES = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
-          torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128)
+DTYPES = (
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+    torch.complex64,
+    torch.complex128,
+)
 SCALARS = (True, 2, 1.5, 1j)
 
 
@@ -47,7 +59,8 @@ def test_result_type_matches_torch_on_every_pair():
 def test_result_type_on_three_tensors_matches_torch_addcmul():
     # addcmul promotes all three of its tensor operands together.
     tensors = [x for x in _operands() if isinstance(x, torch.Tensor)][::2] + [
-        torch.zeros((), dtype=d) for d in (torch.int32, torch.float16, torch.float64, torch.bool)]
+        torch.zeros((), dtype=d) for d in (torch.int32, torch.float16, torch.float64, torch.bool)
+    ]
     checked = 0
     for a, b, c in itertools.product(tensors, repeat=3):
         try:
@@ -62,8 +75,12 @@ def test_result_type_on_three_tensors_matches_torch_addcmul():
 def test_python_scalars_raise_the_category_only():
     i32 = TensorType.make((4,), torch.int32)
     assert result_type(i32, 1.5) == torch.float32
-    assert result_type(TensorType.make((4,), torch.int64), TensorType.make((), torch.float16)) == torch.float16
-    assert result_type(TensorType.make((4,), torch.float16), TensorType.make((), torch.float64)) == torch.float16
+    assert (
+        result_type(TensorType.make((4,), torch.int64), TensorType.make((), torch.float16)) == torch.float16
+    )
+    assert (
+        result_type(TensorType.make((4,), torch.float16), TensorType.make((), torch.float64)) == torch.float16
+    )
     assert result_type(TensorType.make((4,), torch.bool), True) == torch.bool
 
 

@@ -89,9 +89,13 @@ def _inductor():
 
     backend = getattr(inductor, "inductor_backend", None)
     if backend is None:
-        def not_built(graph, example_inputs):
-            raise BackendError("backend='inductor' is not built yet; use backend='eager' or backend='aot_eager'")
 
+        def not_built(graph, example_inputs):
+            raise BackendError(
+                "backend='inductor' is not built yet; use backend='eager' or backend='aot_eager'"
+            )
+
+        not_built.not_built = True
         return not_built
     return backend
 

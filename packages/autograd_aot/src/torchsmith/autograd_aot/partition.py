@@ -9,6 +9,7 @@ cheapest cut is the set of values to save; whatever lies on the sink side is rec
 """
 
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import networkx as nx
@@ -16,7 +17,7 @@ import torch
 
 from torchsmith.autograd_aot.errors import PartitionError
 from torchsmith.autograd_aot.views import is_view_op
-from torchsmith.ir import Graph, TensorType, Value, evaluate, lookup_op
+from torchsmith.ir import Graph, Node, TensorType, Value, evaluate, lookup_op
 
 # Cheap to recompute although not tagged pointwise: data movement and factories.
 _RECOMPUTABLE = frozenset({
@@ -27,9 +28,25 @@ _RECOMPUTABLE = frozenset({
 })
 
 
+# Kinds of prims (torchsmith.prims) that are as cheap to recompute as pointwise ATen ops.
+_RECOMPUTABLE_PRIM_KINDS = ("elementwise.", "view", "shape", "conversion", "creation")
+
+
+def _prim_kind(op: str) -> str | None:
+    try:
+        from torchsmith.prims.core import PRIMS
+    except ImportError:  # graphs with prims cannot exist without the prims package
+        return None
+    info = PRIMS.get(op)
+    return info.kind if info is not None else None
+
+
 def can_recompute(op: str) -> bool:
     """Whether the partitioner may recompute `op` in the backward: pointwise ops, views and data
     movement yes; matmuls, convolutions, reductions, normalizations and random ops never."""
+    if op.startswith("prims."):
+        kind = _prim_kind(op)
+        return kind is not None and kind.startswith(_RECOMPUTABLE_PRIM_KINDS)
     if not op.startswith("aten."):
         return False
     overload = lookup_op(op).eager
@@ -76,6 +93,20 @@ class Partition:
     report: MemoryReport
 
 
+def _storage_bytes(values, producer: dict, primal_names: set[str]) -> int:
+    """Bytes kept alive by holding `values`: views count as the tensor they view, each storage
+    once, and the inputs' storage not at all (the caller holds it anyway)."""
+    roots: dict[str, Value] = {}
+    for value in values:
+        node = producer.get(value.name)
+        while node is not None and is_view_op(node.op):
+            value = next(v for v in node.inputs if isinstance(v.type, TensorType))
+            node = producer.get(value.name)
+        if value.name not in primal_names:
+            roots[value.name] = value
+    return sum(nbytes(v) for v in roots.values())
+
+
 def _ancestors(graph: Graph, roots, stop: set[str]) -> set[int]:
     """Indices of the nodes needed to compute `roots`, not looking past the values in `stop`."""
     producers = {v.name: i for i, node in enumerate(graph.nodes) for v in node.outputs}
@@ -90,10 +121,41 @@ def _ancestors(graph: Graph, roots, stop: set[str]) -> set[int]:
     return needed
 
 
-def partition(joint: Graph, num_inputs: int, num_forward_outputs: int) -> Partition:
+def _min_cut(candidates: dict[str, Value], producer: dict, free_names: set[str],
+             needed_by_backward: dict[str, Value]) -> list[Value]:
+    """The forward values to save: the cheapest cut between what cannot be recomputed and what the
+    backward reads (see the module docstring)."""
+    if not needed_by_backward:
+        return []
+    flow = nx.DiGraph()
+    for name, value in candidates.items():
+        weight = 0 if name in free_names else nbytes(value)
+        flow.add_edge(f"{name}.in", f"{name}.out", capacity=weight)
+        node = producer.get(name)
+        if node is None or not can_recompute(node.op):
+            flow.add_edge("source", f"{name}.in")  # no capacity attribute: infinite
+        else:
+            for v in node.inputs:
+                flow.add_edge(f"{v.name}.out", f"{name}.in")
+    for name in needed_by_backward:
+        flow.add_edge(f"{name}.out", "sink")
+    _, (reachable, _) = nx.minimum_cut(flow, "source", "sink")
+    # A cut edge `v.in -> v.out` saves v; the check on the sink's ancestors skips zero-weight
+    # edges (inputs) that nothing in the backward reads.
+    feeds_backward = nx.ancestors(flow, "sink")
+    return [
+        candidates[name] for name in candidates
+        if f"{name}.in" in reachable and f"{name}.out" not in reachable and f"{name}.out" in feeds_backward
+    ]
+
+
+def partition(joint: Graph, num_inputs: int, num_forward_outputs: int, *,
+              saved_names: Collection[str] | None = None, mutated_inputs: Collection[int] = ()) -> Partition:
     """Split `joint` (inputs: `num_inputs` primals then tangents; outputs: `num_forward_outputs`
     forward outputs then gradients) by min-cut. Forward outputs keep their order, then come the saved
-    values; the backward takes the saved values then the tangents."""
+    values; the backward takes the saved values then the tangents. `saved_names` skips the min-cut
+    and saves exactly those values (to repeat one decision on a graph of the same structure).
+    `mutated_inputs` (indices) are overwritten after the forward, so they are saved as copies."""
     start = time.perf_counter()
     primals, tangents = joint.inputs[:num_inputs], joint.inputs[num_inputs:]
     fw_outputs, grads = joint.outputs[:num_forward_outputs], joint.outputs[num_forward_outputs:]
@@ -120,32 +182,18 @@ def partition(joint: Graph, num_inputs: int, num_forward_outputs: int) -> Partit
         if v.name not in backward_only:
             needed_by_backward[v.name] = v
 
-    flow = nx.DiGraph()
     candidates = {v.name: v for v in primals}
     for node in joint.nodes:
         candidates.update({v.name: v for v in node.outputs if v.name not in backward_only})
-    for name, value in candidates.items():
-        weight = 0 if name in primal_names else nbytes(value)
-        flow.add_edge(f"{name}.in", f"{name}.out", capacity=weight)
-        node = producer.get(name)
-        if node is None or not can_recompute(node.op):
-            flow.add_edge("source", f"{name}.in")  # no capacity attribute: infinite
-        else:
-            for v in node.inputs:
-                flow.add_edge(f"{v.name}.out", f"{name}.in")
-    for name in needed_by_backward:
-        flow.add_edge(f"{name}.out", "sink")
-    if needed_by_backward:
-        _, (reachable, _) = nx.minimum_cut(flow, "source", "sink")
+    # Inputs cost nothing to keep, except mutated ones: those must be saved as a copy.
+    mutated_names = {primals[i].name for i in mutated_inputs}
+    if saved_names is None:
+        saved = _min_cut(candidates, producer, primal_names - mutated_names, needed_by_backward)
     else:
-        reachable = set(flow.nodes)
-    # A cut edge `v.in -> v.out` saves v; the check on the sink's ancestors skips zero-weight
-    # edges (inputs) that nothing in the backward reads.
-    feeds_backward = nx.ancestors(flow, "sink") if needed_by_backward else set()
-    saved = [
-        candidates[name] for name in candidates
-        if f"{name}.in" in reachable and f"{name}.out" not in reachable and f"{name}.out" in feeds_backward
-    ]
+        wanted = set(saved_names)
+        saved = [v for name, v in candidates.items() if name in wanted]
+        if len(saved) != len(wanted):
+            raise PartitionError(f"cannot save {sorted(wanted - candidates.keys())}: not forward values")
     saved_names = {v.name for v in saved}
 
     forward_nodes = _ancestors(joint, list(fw_outputs) + saved, set())
@@ -154,20 +202,30 @@ def partition(joint: Graph, num_inputs: int, num_forward_outputs: int) -> Partit
         for v in joint.nodes[i].inputs:
             if v.name in primal_names and v.name not in saved_names:
                 raise PartitionError(f"backward reads input %{v.name} that was not saved (partitioner bug)")
+    forward_node_list = [n for i, n in enumerate(joint.nodes) if i in forward_nodes]
+    saved_outputs = list(saved)
+    taken = {v.name for v in joint.values()}
+    for k, value in enumerate(saved):
+        if value.name in mutated_names:
+            # The runtime overwrites a mutated input after the forward: keep its old value.
+            copy = Value(next(f"{value.name}_saved{n or ''}" for n in range(len(taken) + 1)
+                              if f"{value.name}_saved{n or ''}" not in taken), value.type)
+            forward_node_list.append(Node("aten.clone.default", (value,), (), (copy,)))
+            saved_outputs[k] = copy
     forward = joint.replace(
         name=f"{joint.name}_forward",
         inputs=tuple(primals),
-        nodes=tuple(n for i, n in enumerate(joint.nodes) if i in forward_nodes),
-        outputs=tuple(fw_outputs) + tuple(saved),
+        nodes=tuple(forward_node_list),
+        outputs=tuple(fw_outputs) + tuple(saved_outputs),
         stamps=joint.stamps,
     )
     backward = Graph(
         f"{joint.name}_backward", tuple(saved) + tuple(tangents),
         tuple(n for i, n in enumerate(joint.nodes) if i in backward_nodes), tuple(grads), joint.stamps,
     )
-    save_all = sum(nbytes(v) for name, v in needed_by_backward.items() if name not in primal_names)
+    save_all = _storage_bytes(needed_by_backward.values(), producer, primal_names)
     report = MemoryReport(
-        saved_bytes=sum(nbytes(v) for v in saved if v.name not in primal_names),
+        saved_bytes=_storage_bytes(saved, producer, primal_names - mutated_names),
         save_all_bytes=save_all,
         saved_values=tuple(v.name for v in saved),
         recomputed_nodes=len(forward_nodes & backward_nodes),

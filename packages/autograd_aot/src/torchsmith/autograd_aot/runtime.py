@@ -11,19 +11,19 @@ requires_grad, grad mode) it traces, functionalizes and partitions once, then on
 4. rebuilds outputs that alias inputs or each other as real views, as eager returns them.
 """
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 
 from torchsmith.autograd_aot.errors import AliasingError, AotAutogradError
-from torchsmith.autograd_aot.functionalize import functionalize
-from torchsmith.autograd_aot.partition import MemoryReport, partition
-from torchsmith.autograd_aot.trace import TracedProgram, trace
+from torchsmith.autograd_aot.partition import MemoryReport
+from torchsmith.autograd_aot.pipeline import lower
+from torchsmith.autograd_aot.symbolic import input_symbols, lower_symbolic
+from torchsmith.autograd_aot.trace import TracedProgram
 from torchsmith.autograd_aot.views import first_tensor_arg
-from torchsmith.ir import Graph, interpret
-from torchsmith.ir.interpreter import run_node
+from torchsmith.ir import Graph, IRError, SymIntType, TensorType, evaluate, interpret
+from torchsmith.ir.interpreter import bind_symbols, run_node
 
 Compiler = Callable[[Graph, list], Callable]
 
@@ -40,6 +40,7 @@ class CompiledProgram:
     bw_compiler: Compiler | None = None
     num_saved: int = 0
     report: MemoryReport | None = None
+    input_flags: tuple = ()
     _backward_fn: Callable | None = field(default=None, repr=False)
 
     @property
@@ -116,6 +117,8 @@ def _replay_views(chain, tensor):
 
 def _check_mutated_inputs_do_not_alias(program: CompiledProgram, args) -> None:
     for i in program.mutated_inputs:
+        if args[i].numel() == 0:
+            continue  # nothing to write, and empty tensors may all report storage address 0
         storage = args[i].untyped_storage().data_ptr()
         for j, other in enumerate(args):
             if j != i and isinstance(other, torch.Tensor) and other.untyped_storage().data_ptr() == storage:
@@ -152,21 +155,57 @@ def run_program(program: CompiledProgram, args) -> list:
 
 def compile_program(graph: Graph, example_inputs, fw_compiler: Compiler, bw_compiler: Compiler, *,
                     training: bool, decompose: Callable[[Graph], Graph] | None = None) -> CompiledProgram:
-    """Trace, functionalize, (decompose,) partition and compile `graph` for these inputs."""
-    traced = trace(graph, list(example_inputs), training=training)
-    joint, mutated = functionalize(traced.graph, traced.num_outputs)
-    if decompose is not None:
-        start = time.perf_counter()
-        joint = decompose(joint).stamped("decompose", time.perf_counter() - start)
-    fw_examples = list(example_inputs)
-    if not traced.is_training:
-        return CompiledProgram(traced, mutated, joint, fw_compiler(joint, fw_examples))
-    num_forward_outputs = traced.num_outputs + len(mutated)
-    parts = partition(joint, traced.num_inputs, num_forward_outputs)
+    """Lower `graph` for these inputs (symbolically when its input types have size symbols) and
+    compile the forward; the backward is compiled on first use."""
+    lowered = None
+    if input_symbols(graph):
+        lowered = lower_symbolic(graph, list(example_inputs), training=training, decompose=decompose)
+    if lowered is None:
+        lowered = lower(graph, list(example_inputs), training=training, decompose=decompose)
+    forward_fn = fw_compiler(lowered.forward, list(example_inputs))
     return CompiledProgram(
-        traced, mutated, parts.forward, fw_compiler(parts.forward, fw_examples), parts.backward, bw_compiler,
-        parts.num_saved, parts.report,
+        lowered.traced, lowered.mutated_inputs, lowered.forward, forward_fn, lowered.backward, bw_compiler,
+        lowered.num_saved, lowered.report, _input_flags(example_inputs),
     )
+
+
+def _input_flags(args) -> tuple:
+    """What a program is specialized on besides sizes."""
+    flags = [torch.is_grad_enabled()]
+    for x in args:
+        if isinstance(x, torch.Tensor):
+            flags.append((x.dtype, x.device, x.requires_grad))
+        else:  # ints are checked against their SymInt type; other scalars were baked into the graph
+            flags.append((type(x), None if type(x) is int else x))
+    return tuple(flags)
+
+
+def _accepts(program: CompiledProgram, args) -> bool:
+    """Whether a program lowered with symbolic sizes can run these inputs."""
+    graph = program.forward_graph
+    if program.input_flags != _input_flags(args):
+        return False
+    try:
+        bindings = bind_symbols(graph, args)
+    except IRError:
+        return False
+    if any(value < 2 for value in bindings.values()):
+        return False  # 0 and 1 are always specialized
+    for value, x in zip(graph.inputs, args):
+        t = value.type
+        try:
+            if isinstance(t, TensorType):
+                if [evaluate(d, bindings) for d in t.shape] != list(x.shape):
+                    return False
+                if [evaluate(d, bindings) for d in t.strides] != list(x.stride()):
+                    return False
+            elif isinstance(t, SymIntType):
+                if evaluate(t.expr, bindings) != x:
+                    return False
+        except IRError:
+            return False
+    return True
+
 
 
 def _signature(args) -> tuple:
@@ -186,6 +225,7 @@ class AotFunction:
         self.graph = graph
         self.fw_compiler, self.bw_compiler, self.decompose = fw_compiler, bw_compiler, decompose
         self.programs: dict[tuple, CompiledProgram] = {}
+        self.symbolic: list[CompiledProgram] = []  # programs valid for many sizes
         self.last_program: CompiledProgram | None = None
 
     def program_for(self, args) -> CompiledProgram:
@@ -193,12 +233,16 @@ class AotFunction:
         key = _signature(args)
         program = self.programs.get(key)
         if program is None:
+            program = next((p for p in self.symbolic if _accepts(p, args)), None)
+        if program is None:
             training = torch.is_grad_enabled() and any(
                 isinstance(x, torch.Tensor) and x.requires_grad for x in args
             )
             program = compile_program(self.graph, args, self.fw_compiler, self.bw_compiler,
                                       training=training, decompose=self.decompose)
             self.programs[key] = program
+            if any(v.type.free_symbols for v in program.forward_graph.inputs):
+                self.symbolic.append(program)
         self.last_program = program
         return program
 

@@ -6,10 +6,8 @@ same trace goes on into `torch.autograd.grad`, so the recorded graph is the join
 The result still contains in-place ops and views exactly as PyTorch ran them;
 `functionalize.functionalize` removes them.
 
-Sizes are concrete: meta tensors need real sizes, so a graph with symbolic sizes is traced at the
-sizes of its example inputs (the runtime retraces when they change). Plan for symbolic graphs:
-trace at two hint sizes per symbol and re-express each int of the second trace that differs from the
-first as the affine expression in the symbols that fits both (see README); not implemented yet.
+Sizes are concrete: meta tensors need real sizes, so a trace is always at some concrete sizes;
+`symbolic.lower_symbolic` lowers at three hint sizes and re-expresses the sizes symbolically.
 """
 
 from dataclasses import dataclass
@@ -89,7 +87,8 @@ class _Recorder(TorchDispatchMode):
         self.values: dict[int, Value] = {}
         self.tensors: dict[str, torch.Tensor] = {}
         self.by_name: dict[str, Value] = {}
-        self.source: str | None = None
+        self.source: str | None = None  # the user's file:line, copied onto recorded nodes
+        self.where: str | None = None   # the torch-level node being traced, for error messages
 
     def bind(self, tensor: torch.Tensor, value: Value) -> None:
         # The tensors dict keeps every traced tensor alive, so an id() is never reused.
@@ -120,7 +119,7 @@ class _Recorder(TorchDispatchMode):
         return value
 
     def _where(self) -> str:
-        return f" while tracing {self.source}" if self.source else ""
+        return f" while tracing {self.where}" if self.where else ""
 
     def _to_ir(self, arg, op: str):
         if isinstance(arg, torch.Tensor):
@@ -182,7 +181,8 @@ def _device_of(example_inputs) -> str:
 
 def _run_torch_graph(graph: Graph, env: dict, bindings: dict, recorder: _Recorder) -> list:
     for node in graph.nodes:
-        recorder.source = node.source or format_node(node)
+        recorder.source = node.source
+        recorder.where = format_node(node)
         try:
             result = run_node(node, env, bindings)
         except TraceError:
@@ -194,7 +194,7 @@ def _run_torch_graph(graph: Graph, env: dict, bindings: dict, recorder: _Recorde
         else:
             for v, r in zip(node.outputs, result, strict=True):
                 env[v.name] = r
-    recorder.source = None
+    recorder.source = recorder.where = None
     return [env[v.name] for v in graph.outputs]
 
 
@@ -219,16 +219,17 @@ def _output_specs(recorder: _Recorder, outputs: list, num_inputs: int):
     return specs, bases
 
 
-def trace(graph: Graph, example_inputs, *, training: bool) -> TracedProgram:
+def trace(graph: Graph, example_inputs, *, training: bool, device: str | None = None) -> TracedProgram:
     """Trace `graph` (any dialect the interpreter runs) to ATen ops at the example inputs' sizes.
 
     With `training`, inputs that require grad are differentiated: the graph gains one tangent
     input per differentiable output and one gradient output per such input. Without it (or when no
-    output is differentiable) the result is the inference graph alone.
+    output is differentiable) the result is the inference graph alone. `device` overrides the
+    device recorded in the graph (by default the inputs'; needed when the inputs are meta tensors).
     """
     if len(example_inputs) != len(graph.inputs):
         raise TraceError(f"graph {graph.name} takes {len(graph.inputs)} inputs, got {len(example_inputs)}")
-    recorder = _Recorder(_device_of(example_inputs))
+    recorder = _Recorder(device or _device_of(example_inputs))
     env = {}
     for value, x in zip(graph.inputs, example_inputs):
         if isinstance(x, torch.Tensor):

@@ -4,7 +4,7 @@ decide when the recorded graph may be reused and graph breaks where Python must 
 """
 
 from torchsmith.capture.__about__ import __version__
-from torchsmith.capture.api import CapturedFunction, CapturedModule, capture, reset_all
+from torchsmith.capture.api import CapturedFunction, CapturedModule, capture, mark_dynamic, reset_all
 from torchsmith.capture.dispatch import RECOMPILE_LIMIT, CaptureRecord, CaptureSession
 from torchsmith.capture.errors import (
     CaptureError,
@@ -16,7 +16,8 @@ from torchsmith.capture.errors import (
 from torchsmith.capture.instructions import Instruction, normalize
 
 __all__ = [
-    "RECOMPILE_LIMIT", "CaptureError", "CaptureRecord", "CaptureSession", "CapturedFunction", "CapturedModule",
-    "FullGraphError", "Instruction", "RecompileLimitError", "Unsupported", "UnsupportedBytecodeError",
-    "__version__", "capture", "normalize", "reset_all",
+    "RECOMPILE_LIMIT", "CaptureError", "CaptureRecord", "CaptureSession", "CapturedFunction",
+    "CapturedModule", "FullGraphError", "Instruction", "RecompileLimitError", "Unsupported",
+    "UnsupportedBytecodeError", "__version__", "capture", "mark_dynamic", "normalize",
+    "reset_all",
 ]

@@ -1,8 +1,8 @@
 """Entry points: wrapping a function or an `nn.Module` so its calls go through the dispatcher.
 
-    >>> from torchsmith.capture import capture
-    >>> from torchsmith.ir import interpret
-    >>> f = capture(lambda x: x.sin() + 1, backend=lambda g, ex: lambda *a: interpret(g, *a))
+>>> from torchsmith.capture import capture
+>>> from torchsmith.ir import interpret
+>>> f = capture(lambda x: x.sin() + 1, backend=lambda g, ex: lambda *a: interpret(g, *a))
 """
 
 import functools
@@ -83,6 +83,15 @@ class CapturedModule(torch.nn.Module):
     def __delattr__(self, name):
         delattr(self._orig_mod, name)
 
+    def __getitem__(self, index):
+        return self._orig_mod[index]
+
+    def __len__(self):
+        return len(self._orig_mod)
+
+    def __iter__(self):
+        return iter(self._orig_mod)
+
     def __dir__(self):
         return dir(self._orig_mod)
 
@@ -152,6 +161,17 @@ def capture(obj, backend, *, fullgraph: bool = False, dynamic=None, session: Cap
     if isinstance(obj, types.MethodType):
         return types.MethodType(CapturedFunction(obj.__func__, session), obj.__self__)
     return CapturedFunction(obj, session)
+
+
+def mark_dynamic(tensor: torch.Tensor, dim) -> None:
+    """Make `dim` (an int or a list of ints) of `tensor` symbolic in every capture that reads it."""
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    for d in dims:
+        if not -tensor.dim() <= d < tensor.dim():
+            raise CaptureError(f"mark_dynamic: dim {d} is out of range for a {tensor.dim()}-d tensor")
+    marked = set(getattr(tensor, "_torchsmith_dynamic_dims", ()))
+    marked.update(d % tensor.dim() for d in dims)
+    tensor._torchsmith_dynamic_dims = marked
 
 
 def reset_all() -> None:

@@ -1,7 +1,6 @@
 """Builtin functions and methods of Python containers, applied to trackers."""
 
 import builtins
-import functools
 
 import torch
 
@@ -17,6 +16,8 @@ from torchsmith.capture.variables import (
     SuperVar,
     TensorVar,
     TupleVar,
+    make_tuple,
+    tuple_fields,
 )
 
 
@@ -44,8 +45,9 @@ class BuiltinOps:
     def builtin_isinstance(self, args, kwargs):
         obj, classes = args
         classes = self.as_python(classes)
-        return ConstVar(isinstance(self.example_of(obj), classes) if not isinstance(obj, TensorVar)
-                        else _tensor_isinstance(obj, classes))
+        if isinstance(obj, TensorVar):
+            return ConstVar(issubclass(obj.cls, classes))
+        return ConstVar(isinstance(self.example_of(obj), classes))
 
     def example_of(self, tracker):
         """A stand-in Python object with the tracker's type (for isinstance/type)."""
@@ -54,7 +56,7 @@ class BuiltinOps:
         if isinstance(tracker, ListVar):
             return []
         if isinstance(tracker, TupleVar):
-            return tracker.cls(*([None] * len(tracker.cls._fields))) if tracker.cls else ()
+            return make_tuple(tracker.cls, [None] * len(tuple_fields(tracker.cls))) if tracker.cls else ()
         if isinstance(tracker, DictVar):
             return tracker.cls()
         if isinstance(tracker, SetVar):
@@ -71,7 +73,7 @@ class BuiltinOps:
     def builtin_type(self, args, kwargs):
         (obj,) = args
         if isinstance(obj, TensorVar):
-            return ConstVar(torch.Tensor if obj.source is None else _source_type(obj, self))
+            return ConstVar(obj.cls)
         return ConstVar(type(self.example_of(obj)))
 
     def builtin_callable(self, args, kwargs):
@@ -107,8 +109,19 @@ class BuiltinOps:
         return ConstVar(None)
 
     def builtin_super(self, args, kwargs):
+        if not args:
+            frame = self._current_frame
+            code = frame.code
+            if (
+                "__class__" not in frame.cells
+                or not code.co_argcount
+                or code.co_varnames[0] not in frame.locals
+            ):
+                raise Unsupported("super() without arguments outside a method")
+            cls = self.cell_contents(frame.cells["__class__"], "__class__")
+            return SuperVar(self.as_python(cls), frame.locals[code.co_varnames[0]])
         if len(args) != 2:
-            raise Unsupported("super() without arguments outside a method")
+            raise Unsupported("super() with one argument")
         return SuperVar(self.as_python(args[0]), args[1])
 
     # ----------------------------------------------------------------- iteration
@@ -312,26 +325,51 @@ class BuiltinOps:
         return ConstVar(None)
 
 
-def _tensor_isinstance(tracker, classes) -> bool:
-    return isinstance(torch.empty(0), classes) if tracker.source is None else issubclass(torch.Tensor, classes)
-
-
-def _source_type(tracker, tracer):
-    return torch.Tensor
-
-
 _HANDLED = {
-    builtins.len: "len", builtins.isinstance: "isinstance", builtins.type: "type", builtins.callable: "callable",
-    builtins.getattr: "getattr", builtins.hasattr: "hasattr", builtins.setattr: "setattr",
-    builtins.super: "super", builtins.range: "range", builtins.iter: "iter", builtins.next: "next",
-    builtins.enumerate: "enumerate", builtins.zip: "zip", builtins.reversed: "reversed", builtins.map: "map",
-    builtins.filter: "filter", builtins.list: "list", builtins.tuple: "tuple", builtins.dict: "dict",
-    builtins.set: "set", builtins.sorted: "sorted", builtins.any: "any", builtins.all: "all",
-    builtins.sum: "sum", builtins.min: "min", builtins.max: "max", builtins.abs: "abs", builtins.pow: "pow",
+    builtins.len: "len",
+    builtins.isinstance: "isinstance",
+    builtins.type: "type",
+    builtins.callable: "callable",
+    builtins.getattr: "getattr",
+    builtins.hasattr: "hasattr",
+    builtins.setattr: "setattr",
+    builtins.super: "super",
+    builtins.range: "range",
+    builtins.iter: "iter",
+    builtins.next: "next",
+    builtins.enumerate: "enumerate",
+    builtins.zip: "zip",
+    builtins.reversed: "reversed",
+    builtins.map: "map",
+    builtins.filter: "filter",
+    builtins.list: "list",
+    builtins.tuple: "tuple",
+    builtins.dict: "dict",
+    builtins.set: "set",
+    builtins.sorted: "sorted",
+    builtins.any: "any",
+    builtins.all: "all",
+    builtins.sum: "sum",
+    builtins.min: "min",
+    builtins.max: "max",
+    builtins.abs: "abs",
+    builtins.pow: "pow",
     builtins.print: "print",
 }
-for _fn in (builtins.int, builtins.float, builtins.bool, builtins.str, builtins.round, builtins.divmod,
-            builtins.repr, builtins.chr, builtins.ord, builtins.hash, builtins.complex, builtins.format):
+for _fn in (
+    builtins.int,
+    builtins.float,
+    builtins.bool,
+    builtins.str,
+    builtins.round,
+    builtins.divmod,
+    builtins.repr,
+    builtins.chr,
+    builtins.ord,
+    builtins.hash,
+    builtins.complex,
+    builtins.format,
+):
     _HANDLED[_fn] = "plain_" + _fn.__name__
 
 

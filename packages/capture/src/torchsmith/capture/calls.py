@@ -6,10 +6,10 @@ and the `math`/`operator` modules fold on constants (builtins.py); anything else
 """
 
 import inspect
-import math
 import operator
 import types
 
+import sympy
 import torch
 
 from torchsmith.capture.builtins import BuiltinOps
@@ -24,6 +24,7 @@ from torchsmith.capture.variables import (
     FunctionVar,
     GradModeVar,
     MethodVar,
+    RestoreGradMode,
     TensorVar,
     TupleVar,
     WithExitVar,
@@ -32,17 +33,49 @@ from torchsmith.ir import op_name_of
 from torchsmith.ir.errors import UnknownOpError
 
 # Torch functions that build tensors from Python values only (recorded even with no tensor args).
-CREATION_FUNCTIONS = frozenset({
-    "zeros", "ones", "empty", "full", "arange", "linspace", "logspace", "eye", "tensor", "as_tensor",
-    "rand", "randn", "randint", "randperm", "zeros_like", "ones_like", "empty_like", "full_like",
-    "scalar_tensor", "empty_strided", "tril_indices", "triu_indices",
-})
+CREATION_FUNCTIONS = frozenset(
+    {
+        "zeros",
+        "ones",
+        "empty",
+        "full",
+        "arange",
+        "linspace",
+        "logspace",
+        "eye",
+        "tensor",
+        "as_tensor",
+        "rand",
+        "randn",
+        "randint",
+        "randperm",
+        "zeros_like",
+        "ones_like",
+        "empty_like",
+        "full_like",
+        "scalar_tensor",
+        "empty_strided",
+        "tril_indices",
+        "triu_indices",
+    }
+)
 
 # Torch functions evaluated at capture time (they read no tensor data).
 STATIC_TORCH_FUNCTIONS = {
-    torch.is_tensor, torch.is_floating_point, torch.is_complex, torch.get_default_dtype, torch.numel,
-    torch.is_grad_enabled, torch.finfo, torch.iinfo, torch.device, torch.Size, torch.promote_types,
-    torch.result_type, torch.can_cast, torch.is_inference_mode_enabled,
+    torch.is_tensor,
+    torch.is_floating_point,
+    torch.is_complex,
+    torch.get_default_dtype,
+    torch.numel,
+    torch.is_grad_enabled,
+    torch.finfo,
+    torch.iinfo,
+    torch.device,
+    torch.Size,
+    torch.promote_types,
+    torch.result_type,
+    torch.can_cast,
+    torch.is_inference_mode_enabled,
 }
 
 
@@ -54,8 +87,8 @@ class CallOps(BuiltinOps):
         args = frame.popn(ins.arg)
         kwargs = {}
         if kwnames:
-            kwargs = dict(zip(kwnames, args[len(args) - len(kwnames):]))
-            args = args[:len(args) - len(kwnames)]
+            kwargs = dict(zip(kwnames, args[len(args) - len(kwnames) :]))
+            args = args[: len(args) - len(kwnames)]
         second = frame.pop()
         first = frame.pop()
         if first is NULL:
@@ -77,8 +110,17 @@ class CallOps(BuiltinOps):
         """The tracker of `fn(*args, **kwargs)`."""
         depth = frame.depth if frame is not None else 1
         if isinstance(fn, FunctionVar):
-            return self.inline(fn.code, fn.globals, fn.globals_source, fn.closure, args, kwargs,
-                               fn.defaults, fn.kwdefaults, depth)
+            return self.inline(
+                fn.code,
+                fn.globals,
+                fn.globals_source,
+                fn.closure,
+                args,
+                kwargs,
+                fn.defaults,
+                fn.kwdefaults,
+                depth,
+            )
         if isinstance(fn, MethodVar):
             return self.call(fn.func, [fn.obj, *args], kwargs, frame)
         if isinstance(fn, BuiltinMethodVar):
@@ -105,6 +147,9 @@ class CallOps(BuiltinOps):
             ctx.previous = self.grad_enabled
             self.set_grad_mode(mode)  # takes effect at the call, like eager
             return ctx
+        if isinstance(value, RestoreGradMode):
+            self.set_grad_mode(value.previous)
+            return ConstVar(False)
         if value is torch.is_grad_enabled:
             return ConstVar(self.grad_enabled)
         if isinstance(value, torch.nn.Module):
@@ -137,29 +182,64 @@ class CallOps(BuiltinOps):
         globals_source = f"{src}.__globals__" if src else f"{self.ns.name_of(func)}.__globals__"
         defaults = tuple(self.wrap_unguarded(d) for d in (func.__defaults__ or ()))
         kwdefaults = {k: self.wrap_unguarded(v) for k, v in (func.__kwdefaults__ or {}).items()}
-        return self.inline(func.__code__, func.__globals__, globals_source, closure, args, kwargs,
-                           defaults, kwdefaults, depth)
+        return self.inline(
+            func.__code__,
+            func.__globals__,
+            globals_source,
+            closure,
+            args,
+            kwargs,
+            defaults,
+            kwdefaults,
+            depth,
+        )
 
     def call_module(self, fn: ConstVar, args, kwargs, depth):
+        """Inline `module(*args)`: forward pre-hooks, `forward`, forward hooks, as `Module.__call__` does."""
         module = fn.value
-        if (module._forward_hooks or module._forward_pre_hooks or module._backward_hooks
-                or getattr(module, "_forward_hooks_with_kwargs", None)
-                or torch.nn.modules.module._global_forward_hooks
-                or torch.nn.modules.module._global_forward_pre_hooks):
-            raise Unsupported(f"module {type(module).__name__} has hooks (its call runs eagerly)")
+        if (
+            module._backward_hooks
+            or getattr(module, "_backward_pre_hooks", None)
+            or getattr(module, "_forward_hooks_with_kwargs", None)
+            or getattr(module, "_forward_pre_hooks_with_kwargs", None)
+            or torch.nn.modules.module._global_forward_hooks
+            or torch.nn.modules.module._global_forward_pre_hooks
+            or torch.nn.modules.module._global_backward_hooks
+        ):
+            raise Unsupported(f"module {type(module).__name__} has backward, keyword or global hooks")
         forward = type(module).forward
         if not isinstance(forward, types.FunctionType):
             raise Unsupported(f"{type(module).__name__}.forward is not a Python function")
-        return self.inline_function(ConstVar(forward), [fn, *args], kwargs, depth)
+        if fn.source:  # adding or removing a hook must recompile
+            self.guards.add(f"len({fn.source}._forward_pre_hooks) == {len(module._forward_pre_hooks)}")
+            self.guards.add(f"len({fn.source}._forward_hooks) == {len(module._forward_hooks)}")
+        for hook in module._forward_pre_hooks.values():
+            result = self.call(self.wrap_unguarded(hook), [fn, TupleVar(args)], {})
+            if not (isinstance(result, ConstVar) and result.value is None):
+                args = list(result.items) if isinstance(result, TupleVar) else [result]
+        output = self.inline_function(ConstVar(forward), [fn, *args], kwargs, depth)
+        for hook in module._forward_hooks.values():
+            result = self.call(self.wrap_unguarded(hook), [fn, TupleVar(args), output], {})
+            if not (isinstance(result, ConstVar) and result.value is None):
+                output = result
+        return output
 
     # ----------------------------------------------------------------- torch
     def torch_op_name(self, value) -> str | None:
         module = getattr(value, "__module__", None) or ""
         qualname = getattr(value, "__qualname__", "")
-        if not (module.startswith("torch") or qualname.startswith(("Tensor.", "TensorBase.", "_VariableFunctions"))
-                or type(value).__name__ == "builtin_function_or_method" and module in ("torch", "")):
+        if not (
+            module.startswith("torch")
+            or qualname.startswith(("Tensor.", "TensorBase.", "_VariableFunctions"))
+            or type(value).__name__ == "builtin_function_or_method"
+            and module in ("torch", "")
+        ):
             return None
-        if isinstance(value, type):
+        if (
+            isinstance(value, type)
+            or getattr(value, "__name__", "_").startswith("_")
+            and not qualname.startswith(("Tensor.__", "TensorBase.__"))
+        ):
             return None
         try:
             name = op_name_of(value)
@@ -171,7 +251,7 @@ class CallOps(BuiltinOps):
         if fn in STATIC_TORCH_FUNCTIONS:
             if any(isinstance(a, TensorVar) for a in [*args, *kwargs.values()]):
                 if fn is torch.numel:
-                    return ConstVar(math.prod(args[0].type.shape))
+                    return self.size_var(sympy.Mul(*args[0].type.shape))
                 if fn in (torch.is_tensor,):
                     return ConstVar(True)
                 if fn in (torch.is_floating_point, torch.is_complex):
@@ -212,17 +292,18 @@ class CallOps(BuiltinOps):
             dims = t.shape if name == "size" else t.strides
             dim = pos[0] if pos else self.as_python(kwargs["dim"]) if "dim" in kwargs else None
             if dim is None:
-                return ConstVar(torch.Size(dims) if name == "size" else tuple(dims))
-            return ConstVar(dims[dim])
+                return self.shape_var(dims) if name == "size" else TupleVar([self.size_var(d) for d in dims])
+            return self.size_var(dims[dim])
         if name in ("dim", "ndimension"):
             return ConstVar(len(t.shape))
         if name in ("numel", "nelement"):
-            return ConstVar(math.prod(t.shape))
+            return self.size_var(sympy.Mul(*t.shape))
         if name == "__len__":
             if not t.shape:
                 raise Unsupported("len() of a 0-d tensor")
-            return ConstVar(t.shape[0])
-        meta = torch.empty_strided(t.shape, t.strides, dtype=t.dtype, device="meta")
+            return self.size_var(t.shape[0])
+        h = self.hint_type(t)
+        meta = torch.empty_strided(h.shape, h.strides, dtype=t.dtype, device="meta")
         if name == "get_device":
             return ConstVar(torch.device(t.device).index if t.device != "cpu" else -1)
         return ConstVar(getattr(meta, name)(*pos))
@@ -245,8 +326,10 @@ class CallOps(BuiltinOps):
         if issubclass(cls, tuple) and hasattr(cls, "_fields"):
             bound = inspect.signature(cls).bind(*args, **kwargs)
             bound.apply_defaults()
-            return TupleVar([self.wrap_unguarded(v) if not hasattr(v, "source") else v
-                             for v in bound.arguments.values()], cls=cls)
+            return TupleVar(
+                [self.wrap_unguarded(v) if not hasattr(v, "source") else v for v in bound.arguments.values()],
+                cls=cls,
+            )
         if issubclass(cls, torch.nn.Module):
             raise Unsupported(f"creating module {cls.__name__} inside the compiled function")
         if cls.__module__ in ("builtins",) or issubclass(cls, BaseException):
@@ -261,7 +344,18 @@ class CallOps(BuiltinOps):
 
 
 _OPERATOR_SYMBOLS = {
-    "add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**",
-    "matmul": "@", "and_": "&", "or_": "|", "xor": "^", "iadd": "+=", "imul": "*=",
+    "add": "+",
+    "sub": "-",
+    "mul": "*",
+    "truediv": "/",
+    "floordiv": "//",
+    "mod": "%",
+    "pow": "**",
+    "matmul": "@",
+    "and_": "&",
+    "or_": "|",
+    "xor": "^",
+    "iadd": "+=",
+    "imul": "*=",
 }
 _ = operator

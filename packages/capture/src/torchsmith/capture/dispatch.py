@@ -40,6 +40,9 @@ class Entry:
 class CodeCache:
     entries: list[Entry] = field(default_factory=list)
     eager_reason: str | None = None
+    # automatic dynamic: sizes each tensor source had at earlier captures, and dims found to change
+    seen_sizes: dict[str, tuple] = field(default_factory=dict)
+    dynamic_dims: dict[str, set] = field(default_factory=dict)
 
 
 @dataclass
@@ -58,8 +61,15 @@ class CaptureRecord:
 class CaptureSession:
     """Everything one `compile(...)` call shares: the backend, options, caches and records."""
 
-    def __init__(self, backend, *, fullgraph: bool = False, dynamic=None,
-                 recompile_limit: int = RECOMPILE_LIMIT, fail_on_recompile_limit: bool = False):
+    def __init__(
+        self,
+        backend,
+        *,
+        fullgraph: bool = False,
+        dynamic=None,
+        recompile_limit: int = RECOMPILE_LIMIT,
+        fail_on_recompile_limit: bool = False,
+    ):
         self.backend = backend
         self.fullgraph = fullgraph
         self.dynamic = dynamic
@@ -85,16 +95,21 @@ class CaptureSession:
             return native()
         if len(cache.entries) >= self.recompile_limit:
             last = cache.entries[-1].guard_set.first_failure(L, globals_)
-            message = (f"{code.co_qualname} ({code.co_filename}:{code.co_firstlineno}) hit the recompile limit "
-                       f"({self.recompile_limit}); it runs eagerly from now on. Last failed guard: {last}")
+            message = (
+                f"{code.co_qualname} ({code.co_filename}:{code.co_firstlineno}) hit the recompile limit "
+                f"({self.recompile_limit}); it runs eagerly from now on. Last failed guard: {last}"
+            )
             if self.fail_on_recompile_limit:
                 raise RecompileLimitError(message)
             log.warning(message)
             cache.eager_reason = message
             return native()
         if cache.entries:
-            recompile_log.info("recompiling %s: guard failed: %s", code.co_qualname,
-                               cache.entries[-1].guard_set.first_failure(L, globals_))
+            recompile_log.info(
+                "recompiling %s: guard failed: %s",
+                code.co_qualname,
+                cache.entries[-1].guard_set.first_failure(L, globals_),
+            )
         entry = self.capture(code, globals_, closure, L)
         if entry is None:
             return native()
@@ -105,7 +120,7 @@ class CaptureSession:
         """Capture one entry; None when the code must run eagerly (and remember that)."""
         start = time.perf_counter()
         name = code.co_name if code.co_name.isidentifier() else "fn"
-        tracer = Tracer(code, L, globals_, closure, name=name)
+        tracer = Tracer(code, L, globals_, closure, name=name, dynamic_dims=self.dynamic_policy(code))
         try:
             value = tracer.run()
             output = Codegen(tracer).finish_return(value)
@@ -115,10 +130,15 @@ class CaptureSession:
             output, tracer = self._capture_with_break(code, globals_, closure, L, first, name)
             if output is None:
                 self.caches[code].eager_reason = str(first)
-                self.records.append(CaptureRecord(code.co_qualname, code.co_filename, None, first, [],
-                                                  time.perf_counter() - start, ""))
+                self.records.append(
+                    CaptureRecord(
+                        code.co_qualname, code.co_filename, None, first, [], time.perf_counter() - start, ""
+                    )
+                )
                 break_log.info("%s runs eagerly: %s", code.co_qualname, first)
                 return None
+        tracer.finish_guards()
+        self.caches[code].seen_sizes.update(tracer.tensor_sizes)
         guard = tracer.guards.compile()
         compiled = None
         if output.graph is not None:
@@ -126,24 +146,60 @@ class CaptureSession:
             compiled = self.backend(output.graph, output.example_inputs)
         code_log.info("generated code:\n%s", output.source)
         run = compile_run(output, compiled, self.call_captured)
-        self.records.append(CaptureRecord(code.co_qualname, code.co_filename, output.graph, output.break_reason,
-                                          list(tracer.guards.exprs), time.perf_counter() - start, output.source))
+        self.records.append(
+            CaptureRecord(
+                code.co_qualname,
+                code.co_filename,
+                output.graph,
+                output.break_reason,
+                list(tracer.guards.exprs),
+                time.perf_counter() - start,
+                output.source,
+            )
+        )
         return Entry(guard, run, tracer.guards, output)
 
     def _capture_with_break(self, code, globals_, closure, L, first: Unsupported, name):
         index = getattr(first, "root_index", None)
         if index is None:
             return None, None
-        tracer = Tracer(code, L, globals_, closure, name=name, break_at=index)
+        tracer = Tracer(
+            code, L, globals_, closure, name=name, break_at=index, dynamic_dims=self.dynamic_policy(code)
+        )
         try:
             if tracer.run() is not None:
                 return None, None  # did not reach the break the second time: give up
             output = Codegen(tracer).finish_break(first, self.run_resume)
         except Unsupported as e:
-            break_log.info("cannot resume after graph break (%s): %s", first, e)
+            first.reason = f"{first.reason}; the function runs eagerly: it cannot resume there ({e.reason})"
             return None, None
         break_log.info("graph break in %s: %s", code.co_qualname, first)
         return output, tracer
+
+    def dynamic_policy(self, code):
+        """`(source, tensor) -> dims to make symbolic`: marked dims (`mark_dynamic`), every dim of
+        non-parameters under `dynamic=True`, none under `dynamic=False`, and otherwise the dims whose
+        size changed since an earlier capture of this code (automatic dynamic)."""
+        cache = self.caches[code]
+
+        def dims(source: str, tensor: torch.Tensor) -> set:
+            if self.dynamic is False:
+                return set()
+            result = set(getattr(tensor, "_torchsmith_dynamic_dims", ()))
+            if isinstance(tensor, torch.nn.Parameter):
+                return result
+            if self.dynamic is True:
+                return set(range(tensor.dim()))
+            result |= cache.dynamic_dims.get(source, set())
+            previous = cache.seen_sizes.get(source)
+            if previous is not None and len(previous) == tensor.dim():
+                changed = {d for d, (a, b) in enumerate(zip(previous, tensor.shape)) if a != b}
+                if changed:
+                    cache.dynamic_dims.setdefault(source, set()).update(changed)
+                    result |= changed
+            return result
+
+        return dims
 
     # ----------------------------------------------------------------- calls made by generated code
     def run_resume(self, code, globals_, closure, args: tuple):
@@ -157,6 +213,8 @@ class CaptureSession:
     def call_captured(self, fn, *args, **kwargs):
         """Call `fn` natively, but through capture when it is user Python code (the callee of a
         call that broke the graph gets its own captured frame)."""
+        if getattr(fn, "_torchsmith_disabled", False):
+            return fn(*args, **kwargs)
         if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
             return self.call_function(fn.__func__, (fn.__self__, *args), kwargs)
         if isinstance(fn, types.FunctionType) and not _is_library(fn):
@@ -193,7 +251,7 @@ def bind(fn: types.FunctionType, args: tuple, kwargs: dict) -> dict:
     names = _SIMPLE_SIGNATURES.get(code)
     if names is None:
         simple = not (code.co_flags & 0x0C) and not code.co_kwonlyargcount
-        names = _SIMPLE_SIGNATURES[code] = (code.co_varnames[:code.co_argcount], simple)
+        names = _SIMPLE_SIGNATURES[code] = (code.co_varnames[: code.co_argcount], simple)
     params, simple = names
     if simple and not kwargs and len(args) == len(params):
         return dict(zip(params, args))

@@ -50,7 +50,8 @@ class FullGraphError(CaptureError):
     def __init__(self, brk: Unsupported):
         super().__init__(
             f"graph break under fullgraph=True: {brk.reason} at {brk.where}. Rewrite that construct "
-            "(or move it out of the compiled function), or compile with fullgraph=False to let it run eagerly."
+            "(or move it out of the compiled function), or compile with fullgraph=False "
+            "to let it run eagerly."
         )
         self.reason = brk.reason
         self.filename = brk.filename

@@ -39,8 +39,9 @@ class Namespace:
 
     def literal(self, value) -> str:
         """A source expression evaluating to `value` (a literal for simple constants)."""
-        if isinstance(value, _LITERAL_TYPES) or (type(value) is float and value == value
-                                                 and value not in (float("inf"), float("-inf"))):
+        if isinstance(value, _LITERAL_TYPES) or (
+            type(value) is float and value == value and value not in (float("inf"), float("-inf"))
+        ):
             return repr(value)
         return self.name_of(value)
 

@@ -44,10 +44,19 @@ _JUMP_ALIASES = {
     "POP_JUMP_BACKWARD_IF_NOT_NONE": "POP_JUMP_IF_NOT_NONE",
 }
 
-JUMPS = frozenset({
-    "JUMP", "POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_IF_NONE", "POP_JUMP_IF_NOT_NONE",
-    "JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP", "FOR_ITER", "SEND",
-})
+JUMPS = frozenset(
+    {
+        "JUMP",
+        "POP_JUMP_IF_TRUE",
+        "POP_JUMP_IF_FALSE",
+        "POP_JUMP_IF_NONE",
+        "POP_JUMP_IF_NOT_NONE",
+        "JUMP_IF_TRUE_OR_POP",
+        "JUMP_IF_FALSE_OR_POP",
+        "FOR_ITER",
+        "SEND",
+    }
+)
 
 # CALL_INTRINSIC_1 operands (3.12, Include/internal/pycore_intrinsics.h).
 _INTRINSIC_1 = {5: "UNARY_POSITIVE", 6: "LIST_TO_TUPLE", 3: "STOPITERATION_ERROR"}

@@ -1,5 +1,7 @@
 """Opcode handlers for control flow: jumps, loops, `with`, returns, function creation, raising."""
 
+import torch
+
 from torchsmith.capture.errors import Unsupported
 from torchsmith.capture.variables import (
     CellVar,
@@ -87,6 +89,8 @@ class ControlOps:
     # ----------------------------------------------------------------- with blocks
     def op_BEFORE_WITH(self, frame, ins):
         ctx = frame.pop()
+        if isinstance(ctx, ConstVar) and type(ctx.value) in (torch.no_grad, torch.enable_grad):
+            ctx = GradModeVar(type(ctx.value) is torch.enable_grad)
         if not isinstance(ctx, GradModeVar):
             raise Unsupported(f"context manager {ctx.describe()} is not supported (only grad-mode contexts)")
         if ctx.previous is None:

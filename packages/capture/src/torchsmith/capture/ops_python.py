@@ -2,6 +2,7 @@
 
 import operator
 
+import sympy
 import torch
 
 from torchsmith.capture.errors import Unsupported
@@ -17,21 +18,37 @@ from torchsmith.capture.variables import (
     MethodVar,
     SetVar,
     SuperVar,
+    SymVar,
     TensorVar,
     TupleVar,
     VariableTracker,
+    make_tuple,
+    tuple_fields,
 )
+from torchsmith.ir.symbolic import floordiv, mod
 
 BINARY = {
-    "+": ("add", operator.add), "-": ("sub", operator.sub), "*": ("mul", operator.mul),
-    "/": ("truediv", operator.truediv), "//": ("floordiv", operator.floordiv), "%": ("mod", operator.mod),
-    "**": ("pow", operator.pow), "@": ("matmul", operator.matmul), "&": ("and", operator.and_),
-    "|": ("or", operator.or_), "^": ("xor", operator.xor), "<<": ("lshift", operator.lshift),
+    "+": ("add", operator.add),
+    "-": ("sub", operator.sub),
+    "*": ("mul", operator.mul),
+    "/": ("truediv", operator.truediv),
+    "//": ("floordiv", operator.floordiv),
+    "%": ("mod", operator.mod),
+    "**": ("pow", operator.pow),
+    "@": ("matmul", operator.matmul),
+    "&": ("and", operator.and_),
+    "|": ("or", operator.or_),
+    "^": ("xor", operator.xor),
+    "<<": ("lshift", operator.lshift),
     ">>": ("rshift", operator.rshift),
 }
 COMPARE = {
-    "<": ("lt", operator.lt), "<=": ("le", operator.le), ">": ("gt", operator.gt), ">=": ("ge", operator.ge),
-    "==": ("eq", operator.eq), "!=": ("ne", operator.ne),
+    "<": ("lt", operator.lt),
+    "<=": ("le", operator.le),
+    ">": ("gt", operator.gt),
+    ">=": ("ge", operator.ge),
+    "==": ("eq", operator.eq),
+    "!=": ("ne", operator.ne),
 }
 _REFLECTED_COMPARE = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
 
@@ -44,11 +61,12 @@ class PythonOps:
         """The plain Python value of a tracker made only of constants; raises otherwise."""
         if isinstance(tracker, ConstVar):
             return tracker.value
+        if isinstance(tracker, SymVar):
+            return self.shape_env.specialize(tracker.expr)
         if isinstance(tracker, ListVar):
             return [self.as_python(t) for t in tracker.items]
         if isinstance(tracker, TupleVar):
-            items = [self.as_python(t) for t in tracker.items]
-            return tracker.cls(*items) if tracker.cls else tuple(items)
+            return make_tuple(tracker.cls, [self.as_python(t) for t in tracker.items])
         if isinstance(tracker, DictVar):
             return {k: self.as_python(v) for k, v in tracker.items.items()}
         if isinstance(tracker, SetVar):
@@ -68,6 +86,8 @@ class PythonOps:
                 return bool(tracker.value)
             except Exception as e:
                 raise Unsupported(f"truth value of {tracker.describe()}: {e}") from e
+        if isinstance(tracker, SymVar):
+            return self.shape_env.decide(sympy.Ne(tracker.expr, 0))
         if isinstance(tracker, (ListVar, TupleVar, SetVar)):
             return bool(tracker.items)
         if isinstance(tracker, DictVar):
@@ -94,7 +114,10 @@ class PythonOps:
             shape = tracker.type.shape
             if not shape:
                 raise Unsupported("iteration over a 0-d tensor")
-            return [self.call_tensor_method(tracker, "__getitem__", [ConstVar(i)], {}) for i in range(shape[0])]
+            return [
+                self.call_tensor_method(tracker, "__getitem__", [ConstVar(i)], {})
+                for i in range(self.shape_env.specialize(shape[0]))
+            ]
         if isinstance(tracker, ConstVar):
             value = tracker.value
             if isinstance(value, torch.nn.Module):
@@ -130,6 +153,10 @@ class PythonOps:
             return self.call_tensor_method(left, dunder, [right], {})
         if isinstance(right, TensorVar):
             return self.call_tensor_method(right, f"__r{name}__", [left], {})
+        if isinstance(left, SymVar) or isinstance(right, SymVar):
+            symbolic = self.symbolic_binary(name, left, right)
+            if symbolic is not None:
+                return symbolic
         if isinstance(left, ListVar) and inplace and name == "add":
             left.items.extend(self.sequence_items(right))
             left.mutated = True
@@ -145,6 +172,28 @@ class PythonOps:
         if self.is_pythonic(left) and self.is_pythonic(right):
             return self.wrap_unguarded(self.fold(fn, self.as_python(left), self.as_python(right)).value)
         raise Unsupported(f"operator {symbol} on {left.describe()} and {right.describe()}")
+
+    def symbolic_binary(self, name: str, left, right):
+        """`left <op> right` on sizes, kept symbolic for + - * // %; None for anything else."""
+        operands = []
+        for side in (left, right):
+            if isinstance(side, SymVar):
+                operands.append(side.expr)
+            elif isinstance(side, ConstVar) and type(side.value) is int:
+                operands.append(side.value)
+            else:
+                return None
+        a, b = operands
+        rules = {
+            "add": lambda: a + b,
+            "sub": lambda: a - b,
+            "mul": lambda: a * b,
+            "floordiv": lambda: floordiv(a, b),
+            "mod": lambda: mod(a, b),
+        }
+        if name not in rules:
+            return None
+        return self.size_var(sympy.sympify(rules[name]()))
 
     def fold(self, fn, *args):
         try:
@@ -164,6 +213,8 @@ class PythonOps:
     def unary(self, value, dunder, fn):
         if isinstance(value, TensorVar):
             return self.call_tensor_method(value, dunder, [], {})
+        if isinstance(value, SymVar) and dunder == "__neg__":
+            return SymVar(-value.expr)
         if isinstance(value, ConstVar):
             return self.fold(fn, value.value)
         raise Unsupported(f"{dunder} on {value.describe()}")
@@ -179,6 +230,19 @@ class PythonOps:
             frame.push(self.call_tensor_method(left, f"__{name}__", [right], {}))
         elif isinstance(right, TensorVar):
             frame.push(self.call_tensor_method(right, f"__{_REFLECTED_COMPARE[name]}__", [left], {}))
+        elif (isinstance(left, SymVar) or isinstance(right, SymVar)) and all(
+            isinstance(v, SymVar) or (isinstance(v, ConstVar) and type(v.value) is int) for v in (left, right)
+        ):
+            a, b = (v.expr if isinstance(v, SymVar) else v.value for v in (left, right))
+            relation = {
+                "lt": sympy.Lt,
+                "le": sympy.Le,
+                "gt": sympy.Gt,
+                "ge": sympy.Ge,
+                "eq": sympy.Eq,
+                "ne": sympy.Ne,
+            }[name](a, b)
+            frame.push(ConstVar(self.shape_env.decide(relation)))
         elif self.is_pythonic(left) and self.is_pythonic(right):
             frame.push(self.fold(fn, self.as_python(left), self.as_python(right)))
         elif name in ("eq", "ne"):
@@ -207,7 +271,9 @@ class PythonOps:
         elif isinstance(container, ConstVar) and not isinstance(container.value, torch.nn.Module):
             found = self.as_python(item) in container.value
         elif isinstance(item, ConstVar):
-            found = any(isinstance(t, ConstVar) and t.value == item.value for t in self.sequence_items(container))
+            found = any(
+                isinstance(t, ConstVar) and t.value == item.value for t in self.sequence_items(container)
+            )
         else:
             found = any(self.same_object(item, t) for t in self.sequence_items(container))
         frame.push(ConstVar(found != bool(ins.arg)))
@@ -238,8 +304,16 @@ class PythonOps:
             return container.items[k]
         if isinstance(container, ConstVar):
             value = container.value
-            if isinstance(value, (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ModuleDict,
-                                  torch.nn.ParameterList, torch.nn.ParameterDict)):
+            if isinstance(
+                value,
+                (
+                    torch.nn.ModuleList,
+                    torch.nn.Sequential,
+                    torch.nn.ModuleDict,
+                    torch.nn.ParameterList,
+                    torch.nn.ParameterDict,
+                ),
+            ):
                 src = f"{container.source}[{k!r}]" if container.source and not isinstance(k, slice) else None
                 return self.wrap(value[k], src)
             try:
@@ -318,8 +392,8 @@ class PythonOps:
         if isinstance(obj, SuperVar):
             return self.super_attribute(obj, name)
         if isinstance(obj, (ListVar, TupleVar, DictVar, SetVar)):
-            if isinstance(obj, TupleVar) and obj.cls is not None and name in obj.cls._fields:
-                return obj.items[obj.cls._fields.index(name)]
+            if isinstance(obj, TupleVar) and obj.cls is not None and name in tuple_fields(obj.cls):
+                return obj.items[tuple_fields(obj.cls).index(name)]
             return BuiltinMethodVar(obj, name)
         if isinstance(obj, FunctionVar):
             if name in ("__name__", "__qualname__"):
@@ -363,7 +437,11 @@ class PythonOps:
         except AttributeError as e:
             raise Unsupported(f"AttributeError: {e}") from e
         if source is None or (isinstance(obj.value, type(torch)) and _is_trusted_module(obj.value)):
-            return self.wrap_unguarded(result) if not isinstance(result, torch.Tensor) else self.wrap(result, source)
+            return (
+                self.wrap_unguarded(result)
+                if not isinstance(result, torch.Tensor)
+                else self.wrap(result, source)
+            )
         return self.wrap(result, source)
 
     def super_attribute(self, sup: SuperVar, name: str):
@@ -387,12 +465,13 @@ class PythonOps:
         t = tensor.type
         if name in METADATA_ATTRIBUTES:
             if name == "shape":
-                return ConstVar(torch.Size(t.shape))
+                return self.shape_var(t.shape)
             if name == "ndim":
                 return ConstVar(len(t.shape))
             if name == "is_leaf":
                 raise Unsupported("Tensor.is_leaf depends on autograd history")
-            meta = torch.empty_strided(t.shape, t.strides, dtype=t.dtype, device="meta")
+            h = self.hint_type(t)
+            meta = torch.empty_strided(h.shape, h.strides, dtype=t.dtype, device="meta")
             if name == "device":
                 return ConstVar(torch.device(t.device))
             if name == "requires_grad":
@@ -402,7 +481,9 @@ class PythonOps:
             return ConstVar(getattr(meta, name))
         if name in ("T", "mT", "H", "mH", "real", "imag"):
             if name == "T":
-                return self.call_tensor_method(tensor, "permute", [ConstVar(tuple(reversed(range(len(t.shape)))))], {})
+                return self.call_tensor_method(
+                    tensor, "permute", [ConstVar(tuple(reversed(range(len(t.shape)))))], {}
+                )
             if name == "mT":
                 return self.call_tensor_method(tensor, "transpose", [ConstVar(-2), ConstVar(-1)], {})
             if name in ("real", "imag"):
@@ -418,5 +499,15 @@ class PythonOps:
 
 
 def _is_trusted_module(module) -> bool:
-    return module.__name__.split(".")[0] in ("torch", "math", "operator", "builtins", "functools", "itertools",
-                                             "collections", "typing", "dataclasses", "enum")
+    return module.__name__.split(".")[0] in (
+        "torch",
+        "math",
+        "operator",
+        "builtins",
+        "functools",
+        "itertools",
+        "collections",
+        "typing",
+        "dataclasses",
+        "enum",
+    )

@@ -60,7 +60,11 @@ class StackOps:
         raise Unsupported(f"name {name!r} is not defined")
 
     def op_STORE_GLOBAL(self, frame, ins):
-        self.global_writes[(id(frame.globals), ins.argval)] = (frame.globals_source, frame.globals, frame.pop())
+        self.global_writes[(id(frame.globals), ins.argval)] = (
+            frame.globals_source,
+            frame.globals,
+            frame.pop(),
+        )
 
     # ----------------------------------------------------------------- cells
     def op_MAKE_CELL(self, frame, ins):
@@ -217,8 +221,8 @@ class StackOps:
         items = self.sequence_items(frame.pop())
         if len(items) < before + after:
             raise Unsupported(f"not enough values to unpack (expected at least {before + after})")
-        middle = ListVar(items[before:len(items) - after])
-        for item in reversed(items[len(items) - after:]):
+        middle = ListVar(items[before : len(items) - after])
+        for item in reversed(items[len(items) - after :]):
             frame.push(item)
         frame.push(middle)
         for item in reversed(items[:before]):

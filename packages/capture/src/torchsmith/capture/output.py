@@ -33,9 +33,12 @@ from torchsmith.capture.variables import (
     IteratorVar,
     ListVar,
     MethodVar,
+    RestoreGradMode,
     SetVar,
+    SymVar,
     TensorVar,
     TupleVar,
+    WithExitVar,
 )
 from torchsmith.ir import Graph
 
@@ -74,6 +77,8 @@ class Codegen:
             return f"__outs[{self.output_index[name]}]"
         if isinstance(v, ConstVar):
             return v.source if v.source else self.ns.literal(v.value)
+        if isinstance(v, SymVar):
+            return self.t.shape_env.python_expr(v.expr)
         if isinstance(v, ListVar):
             if v.source:
                 return v.source
@@ -83,7 +88,8 @@ class Codegen:
                 return v.source
             items = ", ".join(self.expr(i) for i in v.items)
             if v.cls is not None:
-                return f"{self.ns.name_of(v.cls)}({items})"
+                ctor = v.cls._make if hasattr(v.cls, "_make") else v.cls
+                return f"{self.ns.name_of(ctor)}(({items}{',' if len(v.items) == 1 else ''}))"
             return f"({items},)" if len(v.items) == 1 else f"({items})"
         if isinstance(v, DictVar):
             if v.source:
@@ -100,10 +106,14 @@ class Codegen:
             return f"{self.expr(v.obj)}.{v.name}"
         if isinstance(v, CellVar) and v.real is not None:
             return v.source or self.ns.name_of(v.real)
+        if isinstance(v, WithExitVar):
+            return f"{self.ns.name_of(RestoreGradMode)}({v.ctx.previous!r})"
         if isinstance(v, FunctionVar) and not v.closure:
             defaults = "(" + "".join(self.expr(d) + ", " for d in v.defaults) + ")"
-            return (f"{self.ns.name_of(types.FunctionType)}({self.ns.name_of(v.code)}, {v.globals_source}, "
-                    f"{v.code.co_name!r}, {defaults})")
+            return (
+                f"{self.ns.name_of(types.FunctionType)}({self.ns.name_of(v.code)}, {v.globals_source}, "
+                f"{v.code.co_name!r}, {defaults})"
+            )
         raise Unsupported(f"cannot rebuild {v.describe()} after the graph")
 
     # ----------------------------------------------------------------- side effects
@@ -121,7 +131,9 @@ class Codegen:
                     items = ", ".join(self.expr(i) for i in tracker.items)
                     self.lines.append(f"{tracker.source}[:] = [{items}]")
                 else:
-                    body = ", ".join(f"{self.ns.literal(k)}: {self.expr(x)}" for k, x in tracker.items.items())
+                    body = ", ".join(
+                        f"{self.ns.literal(k)}: {self.expr(x)}" for k, x in tracker.items.items()
+                    )
                     self.lines.append(f"__d = {tracker.source}; __d.clear(); __d.update({{{body}}})")
         if t.grad_enabled != t.initial_grad:
             self.lines.append(f"{self.ns.name_of(torch._C._set_grad_enabled)}({t.grad_enabled!r})")
@@ -138,8 +150,8 @@ class Codegen:
         frame = t.root
         index = t.break_at
         ins = frame.instructions[index]
-        if ins.exception is not None:
-            raise Unsupported(f"{reason.reason}, inside a try/with block (cannot resume there)")
+        # Inside try/with blocks the resume function keeps the exception table (shifted), and the
+        # stack is rebuilt with the same layout, so handlers still find what they expect.
         if index > 0 and frame.instructions[index - 1].offset == ins.offset:
             raise Unsupported(f"{reason.reason}, in the middle of a rewritten instruction")
         self.side_effects()
@@ -147,20 +159,29 @@ class Codegen:
         resumes = []
         if ins.opname == "CALL":
             nargs = ins.arg
-            operands = stack[len(stack) - nargs - 2:]
-            stack = stack[:len(stack) - nargs - 2]
+            operands = stack[len(stack) - nargs - 2 :]
+            stack = stack[: len(stack) - nargs - 2]
             first, second, *args = operands
             fn, args = (second, args) if first is NULL else (first, [second, *args])
             kwnames = ins.argval or ()
-            positional = args[:len(args) - len(kwnames)]
-            keywords = dict(zip(kwnames, args[len(args) - len(kwnames):]))
-            call_args = ", ".join([self.expr(a) for a in positional] +
-                                  [f"{k}={self.expr(v)}" for k, v in keywords.items()])
-            self.lines.append(f"__r = __call({self.expr(fn)}, {call_args})" if call_args
-                              else f"__r = __call({self.expr(fn)})")
+            positional = args[: len(args) - len(kwnames)]
+            keywords = dict(zip(kwnames, args[len(args) - len(kwnames) :]))
+            call_args = ", ".join(
+                [self.expr(a) for a in positional] + [f"{k}={self.expr(v)}" for k, v in keywords.items()]
+            )
+            self.lines.append(
+                f"__r = __call({self.expr(fn)}, {call_args})"
+                if call_args
+                else f"__r = __call({self.expr(fn)})"
+            )
             stack.append("__r")
             resumes.append(self.resume_call(frame, index + 1, stack, captured=True, dispatch=resume_dispatch))
-        elif ins.opname in ("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP"):
+        elif ins.opname in (
+            "POP_JUMP_IF_TRUE",
+            "POP_JUMP_IF_FALSE",
+            "JUMP_IF_TRUE_OR_POP",
+            "JUMP_IF_FALSE_OR_POP",
+        ):
             cond = stack.pop()
             jump_if = "TRUE" in ins.opname
             keep = "OR_POP" in ins.opname
@@ -198,7 +219,9 @@ class Codegen:
         code = resume_code(frame.code, ins.offset, tuple(kinds))
         fn = self.ns.name_of(dispatch if captured else _run_native)
         all_args = ", ".join(local_args + args)
-        return f"{fn}({self.ns.name_of(code)}, G, L.get('__closure__'), ({all_args}{',' if all_args else ''}))"
+        return (
+            f"{fn}({self.ns.name_of(code)}, G, L.get('__closure__'), ({all_args}{',' if all_args else ''}))"
+        )
 
     def assemble(self) -> Output:
         t = self.t

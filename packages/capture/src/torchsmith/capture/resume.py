@@ -21,10 +21,17 @@ import types
 
 from torchsmith.capture.errors import Unsupported
 
-_DEREF_OPS = frozenset({
-    "LOAD_DEREF", "STORE_DEREF", "DELETE_DEREF", "LOAD_CLOSURE", "LOAD_CLASSDEREF", "MAKE_CELL",
-    "LOAD_FROM_DICT_OR_DEREF",
-})
+_DEREF_OPS = frozenset(
+    {
+        "LOAD_DEREF",
+        "STORE_DEREF",
+        "DELETE_DEREF",
+        "LOAD_CLOSURE",
+        "LOAD_CLASSDEREF",
+        "MAKE_CELL",
+        "LOAD_FROM_DICT_OR_DEREF",
+    }
+)
 _CACHE: dict[tuple, types.CodeType] = {}
 
 

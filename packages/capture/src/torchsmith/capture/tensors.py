@@ -16,31 +16,73 @@ from torchsmith.capture.variables import (
     ConstVar,
     DictVar,
     ListVar,
+    SymVar,
     TensorVar,
     TupleVar,
     VariableTracker,
+    make_tuple,
 )
 from torchsmith.ir import ScalarType, SymIntType, TensorType, Value
 from torchsmith.ir.graph import ArgList, Slice
 
 # Methods whose result is data-dependent or leaves the tensor world: a graph break.
-DATA_DEPENDENT_METHODS = frozenset({
-    "item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "data_ptr",
-    "nonzero", "unique", "masked_select", "__array__", "backward", "register_hook", "cpu_numpy",
-    "untyped_storage", "storage",
-})
+DATA_DEPENDENT_METHODS = frozenset(
+    {
+        "item",
+        "tolist",
+        "numpy",
+        "__bool__",
+        "__int__",
+        "__float__",
+        "__index__",
+        "data_ptr",
+        "nonzero",
+        "unique",
+        "masked_select",
+        "__array__",
+        "backward",
+        "register_hook",
+        "cpu_numpy",
+        "untyped_storage",
+        "storage",
+    }
+)
 
 # Metadata methods answered from the type at capture time (shapes are static here).
-METADATA_METHODS = frozenset({
-    "size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous", "element_size",
-    "is_floating_point", "is_complex", "get_device", "__len__", "is_signed",
-})
+METADATA_METHODS = frozenset(
+    {
+        "size",
+        "dim",
+        "ndimension",
+        "numel",
+        "nelement",
+        "stride",
+        "is_contiguous",
+        "element_size",
+        "is_floating_point",
+        "is_complex",
+        "get_device",
+        "__len__",
+        "is_signed",
+    }
+)
 
 # Tensor attributes answered from the type.
-METADATA_ATTRIBUTES = frozenset({
-    "shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "is_sparse", "is_quantized",
-    "is_meta", "layout", "is_leaf",
-})
+METADATA_ATTRIBUTES = frozenset(
+    {
+        "shape",
+        "dtype",
+        "device",
+        "ndim",
+        "requires_grad",
+        "is_cuda",
+        "is_sparse",
+        "is_quantized",
+        "is_meta",
+        "layout",
+        "is_leaf",
+    }
+)
 
 _NO_GRAD_RESULTS = frozenset({"detach", "detach_", "argmax", "argmin", "eq", "ne", "lt", "le", "gt", "ge"})
 
@@ -62,6 +104,8 @@ def to_graph_arg(tracker: VariableTracker, what: str):
         if isinstance(value, (list, tuple)):
             return freeze_constant(value, what)
         return value
+    if isinstance(tracker, SymVar):
+        return tracker.expr
     if isinstance(tracker, ListVar):
         return ArgList(to_graph_arg(t, what) for t in tracker.items)
     if isinstance(tracker, TupleVar):
@@ -83,6 +127,8 @@ def _to_meta(arg):
     if isinstance(arg, Value):
         if isinstance(arg.type, TensorType):
             return meta_of(arg.type)
+        if isinstance(arg.type, SymIntType) and isinstance(arg.type.expr, int):
+            return arg.type.expr
         raise Unsupported(f"symbolic scalar {arg} cannot be run on meta tensors yet")
     if isinstance(arg, ArgList):
         return [_to_meta(a) for a in arg]
@@ -99,7 +145,11 @@ def infer_result(op: str, fn, args: tuple, kwargs: dict, grad_enabled: bool):
     tensor_types = [v.type for v in _values((args, kwargs)) if isinstance(v.type, TensorType)]
     devices = {t.device for t in tensor_types}
     device = kwargs.get("device")
-    device = str(torch.device(device)) if device is not None else (tensor_types[0].device if tensor_types else "cpu")
+    device = (
+        str(torch.device(device))
+        if device is not None
+        else (tensor_types[0].device if tensor_types else "cpu")
+    )
     if len(devices) > 1:
         device = next(d for d in (t.device for t in tensor_types) if d != "cpu")
     meta_args = [_to_meta(a) for a in args]
@@ -116,7 +166,9 @@ def infer_result(op: str, fn, args: tuple, kwargs: dict, grad_enabled: bool):
     except Exception as e:
         raise Unsupported(f"{op} failed on meta tensors: {type(e).__name__}: {e}") from e
     method = op.rsplit(".", 1)[-1]
-    wants_grad = grad_enabled and any(t.requires_grad for t in tensor_types) and method not in _NO_GRAD_RESULTS
+    wants_grad = (
+        grad_enabled and any(t.requires_grad for t in tensor_types) and method not in _NO_GRAD_RESULTS
+    )
     if method == "requires_grad_":
         wants_grad = bool(args[1]) if len(args) > 1 else bool(kwargs.get("requires_grad", True))
 
@@ -126,7 +178,7 @@ def infer_result(op: str, fn, args: tuple, kwargs: dict, grad_enabled: bool):
             grad = wants_grad and (r.dtype.is_floating_point or r.dtype.is_complex)
             return t.replace(device=device, requires_grad=grad)
         if isinstance(r, tuple):
-            return type(r)(*[convert(x) for x in r]) if hasattr(r, "_fields") else tuple(convert(x) for x in r)
+            return make_tuple(type(r), [convert(x) for x in r])
         if isinstance(r, list):
             return [convert(x) for x in r]
         if isinstance(r, bool) or r is None or isinstance(r, (float, complex)):
@@ -167,7 +219,7 @@ def rebuild(structure, values: list, make_tensor):
     items = [rebuild(s, values, make_tensor) for s in structure]
     if isinstance(structure, list):
         return ListVar(items)
-    return TupleVar(items, cls=type(structure) if hasattr(structure, "_fields") else None)
+    return TupleVar(items, cls=None if type(structure) is tuple else type(structure))
 
 
 def dict_of(tracker: DictVar) -> dict:

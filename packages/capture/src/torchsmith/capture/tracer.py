@@ -10,6 +10,7 @@ import builtins
 import types
 from dataclasses import dataclass, field
 
+import sympy
 import torch
 
 from torchsmith.capture.calls import CallOps
@@ -19,26 +20,40 @@ from torchsmith.capture.instructions import Instruction, normalize
 from torchsmith.capture.ops_control import ControlOps
 from torchsmith.capture.ops_python import PythonOps
 from torchsmith.capture.ops_stack import StackOps
-from torchsmith.capture.tensors import infer_result, rebuild, to_graph_arg
+from torchsmith.capture.shapes import ShapeEnv, infer_symbolic
+from torchsmith.capture.tensors import flatten_types, infer_result, rebuild, to_graph_arg
 from torchsmith.capture.variables import (
     NULL,
     CellVar,
     ConstVar,
     DictVar,
     ListVar,
+    RestoreGradMode,
+    SymVar,
     TensorVar,
     TupleVar,
     VariableTracker,
 )
-from torchsmith.ir import GraphBuilder, TensorType
+from torchsmith.ir import GraphBuilder, TensorType, Value
 from torchsmith.ir.graph import iter_values
 
 MAX_INLINE_DEPTH = 32
 _CODE_CACHE: dict[types.CodeType, list[Instruction]] = {}
 
 # Modules whose attributes are trusted not to be monkeypatched (no guards on reading them).
-_TRUSTED_MODULE_PREFIXES = ("torch", "math", "operator", "builtins", "functools", "itertools", "collections",
-                            "typing", "numbers", "dataclasses", "enum")
+_TRUSTED_MODULE_PREFIXES = (
+    "torch",
+    "math",
+    "operator",
+    "builtins",
+    "functools",
+    "itertools",
+    "collections",
+    "typing",
+    "numbers",
+    "dataclasses",
+    "enum",
+)
 
 
 def instructions_of(code: types.CodeType) -> list[Instruction]:
@@ -89,7 +104,9 @@ class BreakReached(Exception):
 class Tracer(StackOps, ControlOps, PythonOps, CallOps):
     """Captures one function call into a graph plus the Python left around it."""
 
-    def __init__(self, code, L: dict, G: dict, closure, *, name: str, break_at: int | None = None):
+    def __init__(
+        self, code, L: dict, G: dict, closure, *, name: str, break_at: int | None = None, dynamic_dims=None
+    ):
         self.root_code = code
         self.L = L
         self.G = G
@@ -108,6 +125,9 @@ class Tracer(StackOps, ControlOps, PythonOps, CallOps):
         self.grad_enabled = self.initial_grad
         self.guards.grad_mode(self.initial_grad)
         self.break_at = break_at
+        self.shape_env = ShapeEnv(self.guards, self.ns)
+        self.tensor_sizes: dict[str, tuple] = {}
+        self.dynamic_dims = dynamic_dims or (lambda source, tensor: set())
         self.root: Frame | None = None
         self.return_value: VariableTracker | None = None
 
@@ -138,7 +158,9 @@ class Tracer(StackOps, ControlOps, PythonOps, CallOps):
         instructions = frame.instructions
         while True:
             if frame.ip >= len(instructions):
-                raise Unsupported("fell off the end of the bytecode").located(frame.code.co_filename, frame.line)
+                raise Unsupported("fell off the end of the bytecode").located(
+                    frame.code.co_filename, frame.line
+                )
             index = frame.ip
             if frame.depth == 0 and index == self.break_at:
                 raise BreakReached()
@@ -157,13 +179,25 @@ class Tracer(StackOps, ControlOps, PythonOps, CallOps):
                     e.root_index = index
                 raise
             except RecursionError as e:
-                raise Unsupported("recursion too deep while capturing").located(frame.code.co_filename, ins.line) from e
+                raise Unsupported("recursion too deep while capturing").located(
+                    frame.code.co_filename, ins.line
+                ) from e
             if done is not None:
                 return done
 
     # ----------------------------------------------------------------- inlining
-    def inline(self, code, globals_, globals_source, closure: tuple, args: list, kwargs: dict,
-               defaults=(), kwdefaults=None, parent_depth: int = 0) -> VariableTracker:
+    def inline(
+        self,
+        code,
+        globals_,
+        globals_source,
+        closure: tuple,
+        args: list,
+        kwargs: dict,
+        defaults=(),
+        kwdefaults=None,
+        parent_depth: int = 0,
+    ) -> VariableTracker:
         """Run a user function's code with these argument trackers; returns the return tracker."""
         if parent_depth + 1 > MAX_INLINE_DEPTH:
             raise Unsupported(f"inlining deeper than {MAX_INLINE_DEPTH} calls ({code.co_name})")
@@ -175,7 +209,9 @@ class Tracer(StackOps, ControlOps, PythonOps, CallOps):
             cells[name] = CellVar(contents=frame_locals.get(name))
         for name, cell in zip(code.co_freevars, closure):
             cells[name] = cell
-        frame = Frame(code, instructions_of(code), frame_locals, cells, globals_, globals_source, parent_depth + 1)
+        frame = Frame(
+            code, instructions_of(code), frame_locals, cells, globals_, globals_source, parent_depth + 1
+        )
         if code.co_flags & 0x20:  # generator: run to completion, collecting what it yields
             frame.yields = []
         return self.run_frame(frame)
@@ -211,7 +247,9 @@ class Tracer(StackOps, ControlOps, PythonOps, CallOps):
             if all(isinstance(k, (str, int)) and not isinstance(k, bool) for k in keys):
                 g.type_is(source, value)
                 g.add(f"list({source}.keys()) == {keys!r}")
-                tracker = DictVar({k: self.wrap(value[k], f"{source}[{k!r}]") for k in keys}, source, type(value))
+                tracker = DictVar(
+                    {k: self.wrap(value[k], f"{source}[{k!r}]") for k in keys}, source, type(value)
+                )
                 self.mutable_sources.append(tracker)
                 return tracker
         if isinstance(value, torch.nn.Module):
@@ -225,6 +263,8 @@ class Tracer(StackOps, ControlOps, PythonOps, CallOps):
         if isinstance(value, types.MethodType):
             return self.wrap_method(value, source)
         g.type_is(source, value)
+        if isinstance(value, RestoreGradMode):
+            g.add(f"{source}.previous is {value.previous!r}")
         return ConstVar(value, source)
 
     def wrap_method(self, method: types.MethodType, source: str | None) -> VariableTracker:
@@ -258,9 +298,12 @@ class Tracer(StackOps, ControlOps, PythonOps, CallOps):
             return tracker
         if type(tensor) not in (torch.Tensor, torch.nn.Parameter) or tensor.is_sparse:
             raise Unsupported(f"tensor subclass or layout {type(tensor).__name__} is not supported")
-        self.guards.tensor(source, tensor)
-        value = self.builder.input(self.builder.fresh_name(_name_from_source(source)), TensorType.of(tensor))
-        tracker = TensorVar(value, source)
+        self.tensor_sizes[source] = tuple(tensor.shape)
+        dims = self.dynamic_dims(source, tensor) if tensor.is_contiguous() else set()
+        self.guards.tensor(source, tensor, frozenset(dims))
+        t = self.shape_env.input_type(tensor, source, dims) if dims else TensorType.of(tensor)
+        value = self.builder.input(self.builder.fresh_name(_name_from_source(source)), t)
+        tracker = TensorVar(value, source, type(tensor))
         self.tensors_by_id[id(tensor)] = (source, tracker)
         self.input_sources.append(source)
         self.example_inputs.append(tensor)
@@ -271,19 +314,24 @@ class Tracer(StackOps, ControlOps, PythonOps, CallOps):
         """Append `op(*args, **kwargs)` to the graph; returns the tracker of its result."""
         graph_args = tuple(to_graph_arg(a, op) for a in args)
         graph_kwargs = {k: to_graph_arg(v, op) for k, v in kwargs.items()}
-        structure = infer_result(op, fn, graph_args, graph_kwargs, self.grad_enabled)
+        structure = infer_symbolic(
+            self.shape_env,
+            lambda a, k: infer_result(op, fn, a, k, self.grad_enabled),
+            graph_args,
+            graph_kwargs,
+        )
         source = self.current_location()
         if isinstance(structure, TensorType):
             value = self.builder.op(op, *graph_args, out_type=structure, source=source, **graph_kwargs)
             return TensorVar(value)
-        from torchsmith.capture.tensors import flatten_types
-
         types_ = flatten_types(structure)
         if not types_ or not all(isinstance(t, TensorType) for t in types_):
             if not types_ or structure.__class__.__name__ == "ScalarType" and structure.kind == "none":
                 self.builder.op(op, *graph_args, out_type=[], source=source, **graph_kwargs)
                 return ConstVar(None)
-            raise Unsupported(f"{op} returns a Python value ({structure}); capture keeps only tensors in graphs")
+            raise Unsupported(
+                f"{op} returns a Python value ({structure}); capture keeps only tensors in graphs"
+            )
         values = list(self.builder.op(op, *graph_args, out_type=types_, source=source, **graph_kwargs))
         return rebuild(structure, values, TensorVar)
 
@@ -294,6 +342,30 @@ class Tracer(StackOps, ControlOps, PythonOps, CallOps):
         self.builder.op("torch._C._set_grad_enabled", enabled, out_type=[], source=self.current_location())
         self.grad_enabled = enabled
         torch._C._set_grad_enabled(enabled)
+
+    def size_var(self, dim) -> VariableTracker:
+        """A Python int for a (possibly symbolic) size."""
+        if isinstance(dim, sympy.Expr) and not dim.is_Integer:
+            return SymVar(dim)
+        return ConstVar(int(dim))
+
+    def shape_var(self, dims) -> VariableTracker:
+        """`torch.Size(dims)`, or a tuple of size trackers when some are symbolic."""
+        if all(isinstance(d, int) or d.is_Integer for d in dims):
+            return ConstVar(torch.Size([int(d) for d in dims]))
+        return TupleVar([self.size_var(d) for d in dims], cls=torch.Size)
+
+    def hint_type(self, t: TensorType) -> TensorType:
+        """`t` at the sizes seen in this capture."""
+        return self.shape_env.substitute(Value("t", t)).type
+
+    def finish_guards(self) -> None:
+        """Guards that need the whole capture: distinct tensor inputs must stay distinct objects
+        (an aliased call would change what in-place ops do)."""
+        n = len(self.input_sources)
+        if n > 1:
+            ids = ", ".join(f"id({s})" for s in self.input_sources)
+            self.guards.add(f"len({{{ids}}}) == {n}")
 
     def current_location(self) -> str | None:
         frame = self._current_frame
@@ -317,7 +389,9 @@ def _trusted(value) -> bool:
 
 def _name_from_source(source: str) -> str:
     text = source.replace("L[", "").replace("G[", "").replace("]", "").replace("'", "")
-    text = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in text.replace(".", "_").replace("[", "_"))
+    text = "".join(
+        ch if ch.isalnum() or ch == "_" else "_" for ch in text.replace(".", "_").replace("[", "_")
+    )
     text = text.strip("_") or "arg"
     return text if not text[0].isdigit() else "t" + text
 
@@ -328,7 +402,7 @@ def bind_arguments(code, args: list, kwargs: dict, defaults: tuple, kwdefaults: 
     nargs, nkw, nposonly = code.co_argcount, code.co_kwonlyargcount, code.co_posonlyargcount
     has_varargs, has_varkw = bool(code.co_flags & 0x04), bool(code.co_flags & 0x08)
     positional = names[:nargs]
-    kwonly = names[nargs:nargs + nkw]
+    kwonly = names[nargs : nargs + nkw]
     bound: dict[str, VariableTracker] = {}
     for name, arg in zip(positional, args):
         bound[name] = arg
@@ -338,7 +412,9 @@ def bind_arguments(code, args: list, kwargs: dict, defaults: tuple, kwdefaults: 
         bound[names[position]] = TupleVar(extra)
         position += 1
     elif extra:
-        raise Unsupported(f"{code.co_qualname}() takes {nargs} positional arguments but {len(args)} were given")
+        raise Unsupported(
+            f"{code.co_qualname}() takes {nargs} positional arguments but {len(args)} were given"
+        )
     varkw = {}
     for key, value in kwargs.items():
         if key in positional[nposonly:] or key in kwonly:

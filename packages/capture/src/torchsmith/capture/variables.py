@@ -9,6 +9,8 @@ time; guards check it and generated code reconstructs values through it.
 
 from types import CodeType
 
+import torch
+
 from torchsmith.ir import TensorType, Value
 
 
@@ -50,11 +52,12 @@ class ConstVar(VariableTracker):
 class TensorVar(VariableTracker):
     """A tensor: an IR value of the graph being built."""
 
-    __slots__ = ("value",)
+    __slots__ = ("value", "cls")
 
-    def __init__(self, value: Value, source: str | None = None):
+    def __init__(self, value: Value, source: str | None = None, cls: type = torch.Tensor):
         super().__init__(source)
         self.value = value
+        self.cls = cls  # the Python class (nn.Parameter for parameters), for isinstance/type
 
     @property
     def type(self) -> TensorType:
@@ -62,6 +65,19 @@ class TensorVar(VariableTracker):
 
     def describe(self) -> str:
         return f"TensorVar(%{self.value.name}: {self.value.type})"
+
+
+class SymVar(VariableTracker):
+    """A Python int that is a symbolic size (`x.shape[0]` of a dynamic dim): a sympy expression."""
+
+    __slots__ = ("expr",)
+
+    def __init__(self, expr):
+        super().__init__(None)
+        self.expr = expr
+
+    def describe(self) -> str:
+        return f"SymVar({self.expr})"
 
 
 class ListVar(VariableTracker):
@@ -126,7 +142,7 @@ class IteratorVar(VariableTracker):
         return self.items[self.position - 1]
 
     def remaining(self) -> list:
-        return self.items[self.position:]
+        return self.items[self.position :]
 
 
 class CellVar(VariableTracker):
@@ -201,6 +217,23 @@ class WithExitVar(VariableTracker):
         self.ctx = ctx
 
 
+class RestoreGradMode:
+    """The `__exit__` a resume function receives for a grad-mode `with` block that a graph break
+    interrupted: called at the end of the block, it restores the grad mode from before the block."""
+
+    __slots__ = ("previous",)
+
+    def __init__(self, previous: bool):
+        self.previous = previous
+
+    def __call__(self, *exc_info) -> bool:
+        torch._C._set_grad_enabled(self.previous)
+        return False  # never swallow an exception
+
+    def __reduce__(self):
+        return (RestoreGradMode, (self.previous,))
+
+
 class SuperVar(VariableTracker):
     """`super(cls, obj)`: attribute reads resolve along the MRO after `cls`."""
 
@@ -210,6 +243,18 @@ class SuperVar(VariableTracker):
         super().__init__(None)
         self.cls = cls
         self.obj = obj
+
+
+def tuple_fields(cls) -> tuple:
+    """Field names of a named tuple or a structseq (`torch.return_types.max`)."""
+    return tuple(getattr(cls, "_fields", None) or getattr(cls, "__match_args__", ()))
+
+
+def make_tuple(cls, items):
+    """An instance of the tuple subclass `cls` holding `items`."""
+    if cls is None or cls is tuple:
+        return tuple(items)
+    return cls._make(items) if hasattr(cls, "_make") else cls(tuple(items))
 
 
 def is_const(*trackers) -> bool:

@@ -67,6 +67,9 @@ def to_fx(graph: Graph) -> torch.fx.GraphModule:
     for value in graph.inputs:
         target = _placeholder_target(value.name, targets)
         fx_node = fx_graph.placeholder(target)
+        # fx renames a node that would shadow a builtin or a global of its code (`torch`, `inf`);
+        # the forward() parameter must then carry that name too, or it would do the shadowing.
+        fx_node.target = fx_node.name
         _annotate(fx_node, value)
         env[value.name] = fx_node
     symbols = _SymbolicArgs(fx_graph, graph.inputs, env)

@@ -43,6 +43,8 @@ def fetch_attribute(gm: torch.fx.GraphModule, fx_node: torch.fx.Node):
 
 def run_example(gm: torch.fx.GraphModule, example_inputs) -> dict[torch.fx.Node, object]:
     """Run the fx graph node by node on `example_inputs`; returns each node's value."""
+    if isinstance(example_inputs, torch.Tensor):
+        raise FxConversionError("example_inputs is one tensor; pass a tuple of the forward() arguments: (x,)")
     inputs = list(example_inputs)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     if len(inputs) > len(placeholders):

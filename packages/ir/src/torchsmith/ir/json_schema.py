@@ -1,24 +1,26 @@
 """The checked-in description of the JSON form (`schema.json`), derived from the serializer's tables,
 and a small validator for documents (a subset of JSON Schema, enough for this description).
 
-    >>> problems = validate(to_json(graph))  # doctest: +SKIP
+    >>> problems = validate_document(to_json(graph))  # doctest: +SKIP
     >>> problems
     []
 
 `describe_schema()` builds the description from `serialize_tables`; a test holds the checked-in
-file equal to it. After changing a table: bump `SCHEMA_VERSION` in serialize.py (minor for new
-optional fields, major otherwise) and run `python -m torchsmith.ir.serialize --write-schema`.
+file equal to it. After changing a table: bump `SCHEMA_VERSION` in serialize_tables.py (minor for new
+optional fields, major otherwise) and run `python -m torchsmith.ir.json_schema --write-schema`.
 """
 
+import hashlib
 import json
 import re
+import sys
 from pathlib import Path
 
 from torchsmith.ir.serialize import SCHEMA_VERSION, version_text
 from torchsmith.ir.serialize_tables import ARG_KINDS, DEFINITIONS, OBJECTS, TYPE_OBJECTS
 
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
-REGENERATE = "python -m torchsmith.ir.serialize --write-schema"
+REGENERATE = "python -m torchsmith.ir.json_schema --write-schema"
 
 _RULES = (
     "Every argument is an object with exactly one key naming its kind. Values are referred to by name "
@@ -45,7 +47,10 @@ def _object_schema(name: str) -> dict:
 def describe_schema() -> dict:
     """The JSON Schema-style description of the document, derived from the serializer's tables."""
     defs = {name: _object_schema(name) for name in OBJECTS}
-    defs["type"] = {"description": "the type of a value", "oneOf": [{"$ref": f"#/$defs/{n}"} for n in TYPE_OBJECTS]}
+    defs["type"] = {
+        "description": "the type of a value",
+        "oneOf": [{"$ref": f"#/$defs/{n}"} for n in TYPE_OBJECTS],
+    }
     defs["arg"] = {
         "description": "an op argument: an object with one key, its kind",
         "oneOf": [
@@ -79,6 +84,22 @@ def write_schema(path: Path = SCHEMA_PATH) -> None:
     Path(path).write_text(schema_text(), encoding="utf-8")
 
 
+def _without_descriptions(node):
+    if isinstance(node, dict):
+        return {k: _without_descriptions(v) for k, v in node.items() if k != "description"}
+    if isinstance(node, list):
+        return [_without_descriptions(v) for v in node]
+    return node
+
+
+def schema_digest(schema: dict | None = None) -> str:
+    """A digest of what the description says about the format, leaving out its prose, so that
+    rewording a description needs no new version but any change to the format does."""
+    form = _without_descriptions(describe_schema() if schema is None else schema)
+    form.pop("schema_version", None)
+    return hashlib.sha256(json.dumps(form, sort_keys=True).encode()).hexdigest()
+
+
 def schema_file_problem(path: Path = SCHEMA_PATH) -> str | None:
     """None when the checked-in file matches the code, else what to do about it."""
     try:
@@ -89,9 +110,10 @@ def schema_file_problem(path: Path = SCHEMA_PATH) -> str | None:
     if checked_in == derived:
         return None
     same_version = checked_in.get("schema_version") == derived["schema_version"]
+    same_version = same_version and schema_digest(checked_in) != schema_digest(derived)
     bump = (
         f"the JSON form changed but SCHEMA_VERSION is still {derived['schema_version']}: bump it in "
-        "torchsmith/ir/serialize.py (minor when only optional fields were added, major otherwise), then "
+        "torchsmith/ir/serialize_tables.py (minor if only optional fields were added, else major), then "
         if same_version
         else ""
     )
@@ -111,7 +133,7 @@ _JSON_TYPES = {
 }
 
 
-def validate(doc, schema: dict | None = None) -> list[str]:
+def validate_document(doc, schema: dict | None = None) -> list[str]:
     """Problems of `doc` against the description (`describe_schema()` by default), each as
     `path: what`; an empty list means the document is valid. Supports the keywords the
     description uses: $ref, type, properties, required, additionalProperties, items,
@@ -190,3 +212,21 @@ def _closest(x, alternatives: list, root: dict, path: str) -> str | None:
 
 def _same(a, b) -> bool:
     return type(a) is type(b) and a == b
+
+
+def main(argv: list[str]) -> int:
+    """`python -m torchsmith.ir.json_schema --write-schema | --check-schema`."""
+    if argv == ["--write-schema"]:
+        write_schema()
+        print(f"wrote {SCHEMA_PATH} (schema {version_text()})")
+        return 0
+    if argv == ["--check-schema"]:
+        problem = schema_file_problem()
+        print(problem or f"{SCHEMA_PATH} matches the code (schema {version_text()})")
+        return 1 if problem else 0
+    print("usage: python -m torchsmith.ir.json_schema --write-schema | --check-schema", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

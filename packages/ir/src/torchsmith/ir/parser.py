@@ -9,11 +9,12 @@
     'model.py:3'
 
 The text is line based (one statement a line; strings are JSON-escaped so never span lines), so
-each line is read with a cursor and a few compiled patterns, and values, types and constants are
-built as they are read. Types and `sym(...)` expressions are handed to `parse_type` / `parse_dim`,
-which cache them. A mistake raises `ParseError` naming the line and column and what was expected,
-with the line and a caret under the spot; the error also carries `.line` and `.column`.
+each line is read with a cursor (`text_reader.LineReader`) and a few compiled patterns, and values,
+types and constants are built as they are read. Types and `sym(...)` expressions are handed to
+`parse_type` / `parse_dim`. A mistake raises `ParseError` naming the line and column and what was
+expected, with the line and a caret under the spot; the error also carries `.line` and `.column`.
 """
+
 import re
 
 from torchsmith.ir.graph import Graph, Node, Stamp, Value
@@ -28,36 +29,6 @@ class _StatementReader(LineReader):
     """Reads the statements of the text form: the graph header, nodes, return and stamps."""
 
     __slots__ = ()
-
-    def call(self) -> tuple[str, tuple, tuple]:
-        """`op.name(args, key=value)`: the op name, args and kwargs."""
-        op = self.name("an op name such as aten.add.Tensor")
-        if self.peek() != "(":
-            raise self.error(f"expected '(' after the op name {op}, found {self.found()}")
-        self.pos += 1
-        args: list = []
-        kwargs: list[tuple[str, object]] = []
-        self.skip()
-        while self.peek() != ")":
-            kwarg = _KWARG.match(self.line, self.pos)
-            if kwarg is not None:
-                key = kwarg.group(1)
-                if any(k == key for k, _ in kwargs):
-                    raise self.error(f"keyword argument {key}= is given twice")
-                self.pos = kwarg.end()
-                kwargs.append((key, self.arg()))
-            elif kwargs:
-                raise self.error("a positional argument cannot follow keyword arguments")
-            else:
-                args.append(self.arg())
-            self.skip()
-            if self.peek() == ",":
-                self.pos += 1
-                self.skip()
-            elif self.peek() != ")":
-                raise self.error(f"expected ',' or ')' after an argument of {op}, found {self.found()}")
-        self.pos += 1
-        return op, tuple(args), tuple(kwargs)
 
     def source(self) -> str | None:
         """The trailing `# file.py:12` of a node line, if any (the rest of the line, or a JSON string)."""
@@ -141,12 +112,9 @@ class _StatementReader(LineReader):
         """`# stamp pass_name seconds` (the cursor is after `# stamp `)."""
         name = self.name("a pass name after '# stamp'")
         self.skip()
-        start = self.pos
         seconds = self.number()
-        if isinstance(seconds, int):
-            seconds = float(seconds)
-        self.expect_end(f"the stamp's seconds (column {start + 1})")
-        return Stamp(name, seconds)
+        self.expect_end("the stamp's seconds")
+        return Stamp(name, float(seconds))
 
 
 def _is_blank_or_comment(line: str) -> bool:
@@ -160,7 +128,7 @@ def parse_graph(text: str) -> Graph:
     Blank lines and `#` comment lines are allowed anywhere; `# stamp <pass> <seconds>` lines
     before the `graph` line are the graph's stamps. Raises `ParseError` (with line and column).
     """
-    lines = text.split("\n")
+    lines = text.removeprefix("\ufeff").split("\n")  # a byte order mark from an editor is not text
     values: dict[str, Value] = {}
     stamps: list[Stamp] = []
     index = 0
@@ -200,8 +168,7 @@ def parse_graph(text: str) -> Graph:
         except RecursionError:
             raise reader.error("lists or tuples nested too deeply to read") from None
     if outputs is None:
-        last = len(lines)
-        raise _StatementReader(lines[-1], last, values).error(
+        raise _StatementReader(lines[-1], len(lines), values).error(
             f"expected 'return (...)' to end graph {name}, found the end of the text", len(lines[-1])
         )
     return Graph(name, inputs, tuple(nodes), outputs, tuple(stamps))
@@ -217,6 +184,9 @@ def parse_node(text: str, values: dict[str, Value] | None = None) -> Node:
 def parse_arg(text: str, values: dict[str, Value] | None = None):
     """Read one argument, e.g. `[1, (2,), "x", torch.float32]`, as the printer writes it."""
     reader = _StatementReader(text.strip(), 1, dict(values or {}))
-    arg = reader.arg()
+    try:
+        arg = reader.arg()
+    except RecursionError:
+        raise reader.error("lists or tuples nested too deeply to read") from None
     reader.expect_end("the argument")
     return arg

@@ -20,6 +20,7 @@ import torch
 
 from torchsmith.ir.builder import name_hint
 from torchsmith.ir.graph import Graph, Node, Slice, Value, freeze_arg, iter_values
+from torchsmith.ir.json_codec import paused_gc
 from torchsmith.ir.symbolic import evaluate, floordiv, free_symbols, normalize_dim, symbol
 from torchsmith.ir.types import ScalarType, SymIntType, TensorType
 
@@ -44,7 +45,7 @@ def _dense_strides(shape: tuple, perm: tuple) -> tuple:
 
 
 class _Generator:
-    """Holds the builder and, per tensor value, its layout: the order of its dims in memory
+    """Holds the nodes so far and, per tensor value, its layout: the order of its dims in memory
     (`perm`, outermost first) and whether it is dense (no gaps, as slicing makes)."""
 
     def __init__(self, seed: int, symbolic: bool):
@@ -434,6 +435,11 @@ def random_graph(seed: int, num_nodes: int = 20, symbolic: bool = True) -> Graph
     Inputs are 2-4 float and int tensors whose dims are the symbols s0..s2 (when `symbolic`)
     or small constants. Outputs are the values no node reads.
     """
+    with paused_gc():
+        return _random_graph(seed, num_nodes, symbolic)
+
+
+def _random_graph(seed: int, num_nodes: int, symbolic: bool) -> Graph:
     gen = _Generator(seed, symbolic)
     rng = gen.rng
     for i in range(rng.randint(2, 4)):

@@ -16,8 +16,21 @@ import torch
 from torchsmith.ir.dtypes import DTYPE_BY_NAME, dtype_name
 from torchsmith.ir.errors import SerializationError
 from torchsmith.ir.graph import ArgList, Slice, Value
-from torchsmith.ir.symbolic import format_dim, normalize_dim, parse_dim
+from torchsmith.ir.symbolic import format_dim, parse_dim
 from torchsmith.ir.types import SCALAR_KINDS
+
+SCHEMA_VERSION = (1, 0)  # bump with every change to the tables below (see the module docstring)
+
+
+def version_text(version: tuple[int, int] = SCHEMA_VERSION) -> str:
+    return f"{version[0]}.{version[1]}"
+
+
+def json_kind(obj) -> str:
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "an integer",
+             float: "a number", type(None): "null"}
+    shown = f" ({obj!r})" if type(obj) in (str, int, float, bool) else ""
+    return names.get(type(obj), type(obj).__name__) + shown
 
 
 class Malformed(SerializationError):
@@ -58,7 +71,7 @@ NON_FINITE = ("inf", "-inf", "nan")
 # Named shapes shared by several fields.
 DEFINITIONS: dict[str, dict] = {
     "dim": {
-        "description": "a size or stride: an integer, or the canonical text of a symbolic expression ('2*s0 + 1')",
+        "description": "a size or stride: an integer, or the canonical text of an expression ('2*s0 + 1')",
         "oneOf": [{"type": "integer"}, STRING],
     },
     "float": {
@@ -101,7 +114,7 @@ _TENSOR_FIELDS = (
 OBJECTS: dict[str, ObjectSpec] = {spec.name: spec for spec in (
     ObjectSpec("document", "a serialized torchsmith.ir graph", (
         Field("schema_version", {"type": "string", "pattern": r"^\d+\.\d+$"}, doc="major.minor"),
-        Field("producer", STRING, required=False, doc="the package that wrote it, e.g. 'torchsmith-ir 0.1.0'"),
+        Field("producer", STRING, required=False, doc="the writer, e.g. 'torchsmith-ir 0.1.0'"),
         Field("graph", ref("graph")),
     )),
     ObjectSpec("graph", "inputs, nodes in topological order (SSA), outputs", (
@@ -109,7 +122,7 @@ OBJECTS: dict[str, ObjectSpec] = {spec.name: spec for spec in (
         Field("inputs", array_of(ref("value"))),
         Field("nodes", array_of(ref("node"))),
         Field("outputs", array_of(STRING), doc="names of values defined above"),
-        Field("stamps", array_of(ref("stamp")), required=False, doc="passes that made the graph; none when absent"),
+        Field("stamps", array_of(ref("stamp")), required=False, doc="the passes that made it"),
     )),
     ObjectSpec("value", "a value definition: a name unique in the graph, and its type", (
         Field("name", STRING),
@@ -158,9 +171,7 @@ class ArgKind:
 
 def _expect(payload, py_type: type, what: str):
     if type(payload) is not py_type:
-        from torchsmith.ir.serialize import _json_kind
-
-        raise Malformed(f"expected {what}, got {_json_kind(payload)}")
+        raise Malformed(f"expected {what}, got {json_kind(payload)}")
     return payload
 
 
@@ -184,7 +195,7 @@ def read_dim(payload):
     value = parse_dim(_expect(payload, str, "an integer or a symbolic expression"))
     if not isinstance(value, (int, sympy.Expr)) or isinstance(value, bool):
         raise Malformed(f"{payload!r} is a condition, not a size")
-    return normalize_dim(value)
+    return value  # parse_dim has normalized it already
 
 
 def _read_enum(table: dict, what: str):
@@ -195,6 +206,16 @@ def _read_enum(table: dict, what: str):
             raise Malformed(f"unknown {what} {payload!r}; expected one of {', '.join(table)}") from None
 
     return read
+
+
+def _write_enum(names: dict, what: str):
+    def write(arg, write_arg):
+        name = names.get(arg)
+        if name is None:
+            raise Malformed(f"{what} {arg} has no name in the JSON form; known: {', '.join(names.values())}")
+        return name
+
+    return write
 
 
 def _read_device(payload, reader):
@@ -242,7 +263,9 @@ def _read_sym(payload, reader):
     return value
 
 
-_LAYOUT_NAMES = ("strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc", "_mkldnn", "jagged")
+_LAYOUT_NAMES = (
+    "strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc", "_mkldnn", "jagged",
+)
 LAYOUTS = {name: getattr(torch, name) for name in _LAYOUT_NAMES if hasattr(torch, name)}
 MEMORY_FORMATS = {
     name: getattr(torch, name)
@@ -255,8 +278,8 @@ _ARGS = array_of(ref("arg"))
 ARG_KINDS: tuple[ArgKind, ...] = (
     ArgKind("value", (Value,), STRING, lambda a, w: a.name, lambda p, r: r.value(p), "a value, by name"),
     ArgKind("none", (type(None),), {"type": "null"}, lambda a, w: None, _read_null(None)),
-    ArgKind("bool", (bool,), {"type": "boolean"}, lambda a, w: a, lambda p, r: _expect(p, bool, "true or false")),
-    ArgKind("int", (int,), {"type": "integer"}, lambda a, w: int(a), lambda p, r: _expect(p, int, "an integer")),
+    ArgKind("bool", (bool,), {"type": "boolean"}, lambda a, w: a, lambda p, r: _expect(p, bool, "a boolean")),
+    ArgKind("int", (int,), {"type": "integer"}, lambda a, w: int(a), lambda p, r: _expect(p, int, "an int")),
     ArgKind("float", (float,), ref("float"), lambda a, w: write_float(a), lambda p, r: read_float(p)),
     ArgKind("complex", (complex,), fixed_array(ref("float"), ref("float")),
             lambda a, w: [write_float(a.real), write_float(a.imag)], _read_complex, "[real, imag]"),
@@ -264,10 +287,11 @@ ARG_KINDS: tuple[ArgKind, ...] = (
     ArgKind("dtype", (torch.dtype,), {"enum": list(DTYPE_BY_NAME)}, lambda a, w: dtype_name(a),
             _read_enum(DTYPE_BY_NAME, "dtype"), "short dtype name"),
     ArgKind("device", (torch.device,), STRING, lambda a, w: str(a), _read_device, "'cpu', 'cuda:0', ..."),
-    ArgKind("layout", (torch.layout,), {"enum": list(LAYOUTS)}, lambda a, w: _LAYOUT_NAME[a],
+    ArgKind("layout", (torch.layout,), {"enum": list(LAYOUTS)}, _write_enum(_LAYOUT_NAME, "layout"),
             _read_enum(LAYOUTS, "layout"), "torch.<name>"),
     ArgKind("memory_format", (torch.memory_format,), {"enum": list(MEMORY_FORMATS)},
-            lambda a, w: _MEMORY_FORMAT_NAME[a], _read_enum(MEMORY_FORMATS, "memory format"), "torch.<name>"),
+            _write_enum(_MEMORY_FORMAT_NAME, "memory format"), _read_enum(MEMORY_FORMATS, "memory format"),
+            "torch.<name>"),
     ArgKind("ellipsis", (type(Ellipsis),), {"type": "null"}, lambda a, w: None, _read_null(Ellipsis)),
     ArgKind("slice", (Slice,), fixed_array(ref("arg"), ref("arg"), ref("arg")),
             lambda a, w: [w(a.start), w(a.stop), w(a.step)], _read_slice, "[start, stop, step]"),

@@ -74,21 +74,35 @@ def floordiv(a: Dim, b: Dim) -> Dim:
 def mod(a: Dim, b: Dim) -> Dim:
     """`a % b` on ints or symbolic dims (non-negative operands, as sizes are)."""
     a, b = sympy.sympify(a), sympy.sympify(b)
-    if (a.has(sympy.Max, sympy.Min) or b.has(sympy.Max, sympy.Min)) and not (a.is_Integer and b.is_Integer):
-        # sympy's Mod drops terms it believes divisible by b, trusting the same wrong `is_integer`
-        # on even max/min terms (see _exact_quotient): decide divisibility ourselves, else keep a % b whole.
-        if b != 0 and _exact_quotient(a, b) is not None:
+    if b == 0:
+        raise SymbolicError(f"division by zero in {a} % 0")
+    risky = a.has(sympy.Max, sympy.Min, sympy.Mod) or b.has(sympy.Max, sympy.Min)
+    if risky and not (a.is_Integer and b.is_Integer):
+        # sympy 1.14's Mod simplification goes wrong here: it drops terms it believes divisible by b,
+        # trusting the wrong `is_integer` of even max/min terms (see _exact_quotient), and it squares a
+        # Mod factor of a product (Mod(s2*Mod(s1, s0), 4) -> Mod(s2*Mod(s1, s0)**2, 4)).
+        # Decide divisibility ourselves, else keep a % b whole.
+        if _exact_quotient(a, b) is not None:
             return 0
         return normalize_dim(sympy.Mod(a, b, evaluate=False))
     return normalize_dim(sympy.Mod(a, b))
 
 
+def _fold_constant_min_max(expr):
+    # sympy rewrites Max(Min(6, s0), Min(5, s0)) as Min(s0, Max(5, 6)) and leaves the constant
+    # Max(5, 6) unevaluated, which neither prints back nor evaluates; fold such parts to ints.
+    if not isinstance(expr, sympy.Basic):
+        return expr
+    constant = lambda e: isinstance(e, (sympy.Max, sympy.Min)) and e.is_number
+    return expr.replace(constant, lambda e: e.func(*e.args)) if expr.has(sympy.Max, sympy.Min) else expr
+
+
 def sym_max(*dims: Dim) -> Dim:
-    return normalize_dim(sympy.Max(*dims))
+    return normalize_dim(_fold_constant_min_max(sympy.Max(*dims)))
 
 
 def sym_min(*dims: Dim) -> Dim:
-    return normalize_dim(sympy.Min(*dims))
+    return normalize_dim(_fold_constant_min_max(sympy.Min(*dims)))
 
 
 def normalize_dim(value) -> Dim:
@@ -103,10 +117,17 @@ def normalize_dim(value) -> Dim:
     if isinstance(value, sympy.Expr):
         if value.is_Integer:
             return int(value)
-        if value.is_number or value.is_integer is False:
+        if value.is_number or value.is_integer is False or _has_fraction(value):
             raise SymbolicError(f"a dimension must be an integer expression, got {value}")
         return value
     raise SymbolicError(f"a dimension must be an int or a symbolic expression, got {value!r}")
+
+
+def _has_fraction(expr: sympy.Expr) -> bool:
+    """Whether `expr` holds a non-integer number or a division (`s0/2`, `1.5*s0`, `1/s0`)."""
+    return any(not n.is_Integer for n in expr.atoms(sympy.Number)) or any(
+        p.exp.is_negative for p in expr.atoms(sympy.Pow)
+    )
 
 
 def is_symbolic(value) -> bool:
@@ -163,6 +184,12 @@ class _DimPrinter(StrPrinter):
     products they appear in are parenthesized where sympy's own precedence would drop the parentheses.
     """
 
+    def parenthesize(self, item, level, strict=False):
+        # sympy ranks a // b as a function call; it binds like *, so `(s0 // 2)**2` keeps its parentheses
+        if isinstance(item, FloorDiv) and (50 < level or (not strict and 50 <= level)):
+            return f"({self._print(item)})"
+        return super().parenthesize(item, level, strict)
+
     def _operand(self, x, right: bool) -> str:
         text = self._print(x)
         plain = (x.is_Symbol or (x.is_Integer and x >= 0)) or isinstance(x, (sympy.Max, sympy.Min))
@@ -179,17 +206,24 @@ class _DimPrinter(StrPrinter):
         return f"{self._operand(a, False)} % {self._operand(b, True)}"
 
     def _print_Mul(self, expr):
+        # Printed text is read back left to right, and sympy distributes a number over a sum as soon
+        # as the two meet (`3*(s0 + 1)` becomes `3*s0 + 3`), so sums go after the other factors, or
+        # the whole product is parenthesized; `//` and `%` factors are always parenthesized.
         coeff, rest = expr.as_coeff_Mul()
         factors = rest.as_ordered_factors()
-        if not any(isinstance(f, (FloorDiv, sympy.Mod)) for f in factors):
+        sums = [f for f in factors if f.is_Add]
+        others = [f for f in factors if not f.is_Add]
+        if not any(isinstance(f, (FloorDiv, sympy.Mod)) for f in factors) and not (sums and coeff != 1):
             return super()._print_Mul(expr)
-        parts = [
+        product = "*".join(
             f"({self._print(f)})" if isinstance(f, (FloorDiv, sympy.Mod)) else self.parenthesize(f, 50)
-            for f in factors
-        ]
-        if coeff == -1:
-            return "-" + "*".join(parts)
-        return "*".join(([] if coeff == 1 else [self._print(coeff)]) + parts)
+            for f in others + sums
+        )
+        if coeff == 1:
+            return product
+        if not others:
+            product = f"({product})"
+        return ("-" if coeff == -1 else f"{self._print(coeff)}*") + product
 
     def _print_Max(self, expr):
         return "max(" + ", ".join(self._print(a) for a in expr.args) + ")"

@@ -79,7 +79,7 @@ def format_float(x: float) -> str:
         return "nan"
     if math.isinf(x):
         return "inf" if x > 0 else "-inf"
-    return repr(x)
+    return float.__repr__(x)  # not repr(): numpy's float64 subclasses float and prints np.float64(...)
 
 
 def format_arg(arg) -> str:
@@ -89,7 +89,7 @@ def format_arg(arg) -> str:
     if arg is None or isinstance(arg, bool):
         return str(arg)
     if isinstance(arg, int):
-        return str(arg)
+        return int.__repr__(arg)  # an IntEnum member prints as its number
     if isinstance(arg, float):
         return format_float(arg)
     if isinstance(arg, complex):

@@ -18,10 +18,12 @@ from torchsmith.ir.graph import ArgList, Slice, Value
 from torchsmith.ir.symbolic import parse_dim
 from torchsmith.ir.types import Type, parse_type
 
+_BLANKS = (" ", "\t")
+_SPACES = re.compile(r"[ \t]*")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 _VALUE_NAME = re.compile(r"[A-Za-z0-9_]+")
 _KWARG = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)[ \t]*=(?!=)[ \t]*")
-_NUMBER = re.compile(r"-?\d+(\.\d*)?([eE][+-]?\d+)?")
+_NUMBER = re.compile(r"-?[0-9]+(\.[0-9]*)?([eE][+-]?[0-9]+)?")
 _STRING = re.compile(r'"(?:[^"\\\x00-\x1f]|\\.)*"')
 _LOOSE_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _TENSOR_TYPE = re.compile(r"[a-z0-9]+\[[^\]]*\](?:\{[^}]*\})?[ \t]+[a-z]+(?::\d+)?(?:[ \t]+grad)?")
@@ -80,11 +82,9 @@ class LineReader:
         return repr(rest[:12] + ("..." if len(rest) > 12 else ""))
 
     def skip(self) -> None:
-        # The hot path of the parser: usually there is no space, or one.
-        line, pos = self.line, self.pos
-        while pos < len(line) and (line[pos] == " " or line[pos] == "\t"):
-            pos += 1
-        self.pos = pos
+        # The parser's most frequent call: usually the cursor is not on a space at all.
+        if self.line[self.pos : self.pos + 1] in _BLANKS:
+            self.pos = _SPACES.match(self.line, self.pos).end()
 
     def peek(self) -> str:
         return self.line[self.pos : self.pos + 1]
@@ -214,7 +214,7 @@ class LineReader:
             return ArgList(self.sequence("]", "list"))
         if char == "(":
             return self.tuple_arg()
-        if char == "-" or char.isdigit():
+        if char == "-" or "0" <= char <= "9":
             return self.number()
         if line.startswith("...", pos):
             self.pos += 3
@@ -330,3 +330,35 @@ class LineReader:
             raise self.error(f"bad device {text!r}: {e}", start) from None
         self.expect(")", "')' after the device string")
         return device
+
+    def call(self) -> tuple[str, tuple, tuple]:
+        """`op.name(args, key=value)`: the op name, args and kwargs."""
+        op = self.name("an op name such as aten.add.Tensor")
+        if self.peek() != "(":
+            raise self.error(f"expected '(' after the op name {op}, found {self.found()}")
+        self.pos += 1
+        args: list = []
+        kwargs: list[tuple[str, object]] = []
+        self.skip()
+        line = self.line
+        while line[self.pos : self.pos + 1] != ")":
+            kwarg = _KWARG.match(line, self.pos)
+            if kwarg is not None:
+                key = kwarg.group(1)
+                if any(k == key for k, _ in kwargs):
+                    raise self.error(f"keyword argument {key}= is given twice")
+                self.pos = kwarg.end()
+                kwargs.append((key, self.arg()))
+            elif kwargs:
+                raise self.error("a positional argument cannot follow keyword arguments")
+            else:
+                args.append(self.arg())
+            self.skip()
+            char = line[self.pos : self.pos + 1]
+            if char == ",":
+                self.pos += 1
+                self.skip()
+            elif char != ")":
+                raise self.error(f"expected ',' or ')' after an argument of {op}, found {self.found()}")
+        self.pos += 1
+        return op, tuple(args), tuple(kwargs)

@@ -3,20 +3,35 @@ implementation, and the decompositions that take `aten.*` graphs to `prims.*` gr
 PyTorch's type promotion and broadcasting rules.
 """
 
-from torchsmith.prims.__about__ import __version__
-
 # Importing the op modules registers every prim in torchsmith.ir's registry.
-from torchsmith.prims import conversion, creation, elementwise, indexing, library, reductions, rng, shapes  # noqa: I001
+from torchsmith.prims import (  # noqa: I001
+    conversion,
+    creation,
+    decompositions,  # noqa: E402  (fills DECOMPOSITIONS)
+    elementwise,
+    indexing,
+    library,
+    reductions,
+    rng,
+    shapes,
+)
+from torchsmith.prims.__about__ import __version__
 from torchsmith.prims.core import NUMPY_IMPLS, PRIMS, PrimInfo
+from torchsmith.prims.decompose import DECOMPOSITIONS, KEEP, Emitter, decompose, register_decomposition
 from torchsmith.prims.errors import DecompositionError, PrimsError, PrimTypeError, PromotionError
 
 __all__ = [
+    "DECOMPOSITIONS",
+    "KEEP",
     "NUMPY_IMPLS",
     "PRIMS",
     "DecompositionError",
+    "Emitter",
     "PrimInfo",
     "PrimTypeError",
     "PrimsError",
     "PromotionError",
     "__version__",
+    "decompose",
+    "register_decomposition",
 ]

@@ -24,7 +24,9 @@ def _numpy_convert(a, dtype):
 
 
 define_prim(
-    "prims.convert_element_type", "a: tensor, dtype: dtype", kind="conversion",
+    "prims.convert_element_type",
+    "a: tensor, dtype: dtype",
+    kind="conversion",
     infer=_convert_rule,
     torch_impl=lambda a, dtype: a.to(dtype, copy=True),
     numpy_impl=_numpy_convert,
@@ -39,8 +41,11 @@ def _clone_rule(a):
 
 
 define_prim(
-    "prims.clone", "a: tensor", kind="conversion",
-    infer=_clone_rule, torch_impl=lambda a: a.clone(memory_format=torch.contiguous_format),
+    "prims.clone",
+    "a: tensor",
+    kind="conversion",
+    infer=_clone_rule,
+    torch_impl=lambda a: a.clone(memory_format=torch.contiguous_format),
     numpy_impl=lambda a: np.array(a, copy=True),
     doc="A contiguous copy of `a` that aliases nothing.",
 )
@@ -61,8 +66,11 @@ def _numpy_cumsum(a, dim):
 
 
 define_prim(
-    "prims.cumsum", "a: tensor, dim: int", kind="scan",
-    infer=_cumsum_rule, torch_impl=lambda a, dim: torch.cumsum(a, dim, dtype=a.dtype),
+    "prims.cumsum",
+    "a: tensor, dim: int",
+    kind="scan",
+    infer=_cumsum_rule,
+    torch_impl=lambda a, dim: torch.cumsum(a, dim, dtype=a.dtype),
     numpy_impl=_numpy_cumsum,
     doc="Inclusive prefix sums along dim, in the input dtype (a 0-d operand is copied).",
 )

@@ -25,8 +25,18 @@ from torchsmith.ir.types import ScalarType, SymIntType, TensorType
 from torchsmith.prims.errors import PrimTypeError
 
 PRIM_KINDS = (
-    "elementwise.unary", "elementwise.binary", "elementwise.ternary", "reduction", "view", "shape",
-    "creation", "indexing", "conversion", "scan", "random", "library",
+    "elementwise.unary",
+    "elementwise.binary",
+    "elementwise.ternary",
+    "reduction",
+    "view",
+    "shape",
+    "creation",
+    "indexing",
+    "conversion",
+    "scan",
+    "random",
+    "library",
 )
 
 
@@ -90,6 +100,7 @@ def define_prim(
 
 # ---- helpers for shape/dtype rules ---------------------------------------------------------------
 
+
 def tensor_arg(op: str, what: str, arg) -> TensorType:
     """The TensorType of a Value argument, or a clear error."""
     if isinstance(arg, Value) and isinstance(arg.type, TensorType):
@@ -134,7 +145,8 @@ def check_same_shape(op: str, types: list[TensorType]) -> None:
         if len(t.shape) != len(first.shape) or not all(same_dim(a, b) for a, b in zip(t.shape, first.shape)):
             shapes = " and ".join(str([format_dim(d) for d in u.shape]) for u in (first, t))
             raise PrimTypeError(
-                f"{op}: operands must have the same shape, got {shapes}; broadcast with prims.broadcast_in_dim"
+                f"{op}: operands must have the same shape, got {shapes}; "
+                "broadcast with prims.broadcast_in_dim"
             )
         if t.device != first.device:
             raise PrimTypeError(f"{op}: operands on different devices {first.device} and {t.device}")
@@ -152,7 +164,9 @@ def check_same_dtype(op: str, types: list[TensorType]) -> None:
 def check_dim(op: str, dim: int, rank: int, *, inclusive: bool = False) -> int:
     """A dim index, checked: prims take non-negative dims only (decompositions normalize)."""
     if not isinstance(dim, int) or isinstance(dim, bool) or not 0 <= dim < rank + inclusive:
-        raise PrimTypeError(f"{op}: dim {dim!r} out of range for a tensor of rank {rank} (prims need 0 <= dim)")
+        raise PrimTypeError(
+            f"{op}: dim {dim!r} out of range for a tensor of rank {rank} (prims need 0 <= dim)"
+        )
     return dim
 
 
@@ -211,6 +225,7 @@ def check_dtype_class(op: str, dtype: torch.dtype, allowed: str) -> None:
     """Refuse a dtype outside the class a prim accepts (decompositions convert first)."""
     if dtype_category(dtype) not in DTYPE_CLASSES[allowed]:
         raise PrimTypeError(
-            f"{op}: does not accept {dtype} (it takes {allowed} dtypes: {', '.join(DTYPE_CLASSES[allowed])}); "
+            f"{op}: does not accept {dtype} "
+            f"(it takes {allowed} dtypes: {', '.join(DTYPE_CLASSES[allowed])}); "
             "convert with prims.convert_element_type first"
         )

@@ -27,20 +27,35 @@ from torchsmith.prims.errors import DecompositionError, PrimsError
 from torchsmith.prims.promotion import PromotionKind, broadcast_shapes, elementwise_dtypes
 
 DECOMPOSITIONS: dict[str, Callable] = {}
+# When a decomposition declines some nodes (returns KEEP), which ones and why.
+DECLINES: dict[str, str] = {}
+# Ops kept whole on purpose, with the reason: library kernels and data-dependent shapes.
+KEPT_WHOLE: dict[str, str] = {}
 KEEP = object()  # returned by a decomposition that leaves its node whole
 
 
-def register_decomposition(*names: str):
-    """Register the decorated function as the decomposition of the aten overloads `names`."""
+def register_decomposition(*names: str, declines: str | None = None):
+    """Register the decorated function as the decomposition of the aten overloads `names`;
+    `declines` says which nodes it keeps whole (returns KEEP for) and why."""
 
     def decorate(fn):
         for name in names:
-            if name in DECOMPOSITIONS:
-                raise DecompositionError(f"{name} has two decompositions: {DECOMPOSITIONS[name].__name__}, {fn.__name__}")
+            if name in DECOMPOSITIONS or name in KEPT_WHOLE:
+                raise DecompositionError(f"{name} is registered twice (decomposition {fn.__name__})")
             DECOMPOSITIONS[name] = fn
+            if declines:
+                DECLINES[name] = declines
         return fn
 
     return decorate
+
+
+def keep_whole(reason: str, *names: str) -> None:
+    """Mark aten overloads `names` as kept whole by design (never an error when decomposing)."""
+    for name in names:
+        if name in DECOMPOSITIONS:
+            raise DecompositionError(f"{name} has a decomposition and cannot also be kept whole")
+        KEPT_WHOLE[name] = reason
 
 
 def _packet(name: str) -> str:
@@ -76,7 +91,7 @@ class Emitter:
         fn = DECOMPOSITIONS.get(node.op)
         if node.op in self.keep or _packet(node.op) in self.keep:
             fn = None
-        elif fn is None and self.on_missing == "error":
+        elif fn is None and self.on_missing == "error" and node.op not in KEPT_WHOLE:
             raise DecompositionError(
                 f"no decomposition for {node.op}; pass keep={{'{node.op}'}} to keep it whole, or "
                 "on_missing='keep' to keep every op without one"
@@ -128,8 +143,14 @@ class Emitter:
     def shape_of(self, *operands):
         return broadcast_shapes(*(self.type(x).shape for x in operands if self.is_tensor(x)))
 
-    def pointwise(self, body: Callable, *operands, kind: PromotionKind = PromotionKind.DEFAULT,
-                  dtypes: tuple[torch.dtype, torch.dtype] | None = None, shape=None):
+    def pointwise(
+        self,
+        body: Callable,
+        *operands,
+        kind: PromotionKind = PromotionKind.DEFAULT,
+        dtypes: tuple[torch.dtype, torch.dtype] | None = None,
+        shape=None,
+    ):
         """Promote and broadcast `operands` (tensors, 0-d tensors, scalars), convert the tensors to
         the computation dtype, emit `body(*operands)`, and convert its result to the result dtype:
         the whole body runs in opmath, so a formula rounds once, as eager's fused kernels do."""
@@ -147,23 +168,31 @@ def dtype_is_int(dtype: torch.dtype) -> bool:
 def _check_result(node: Node, produced, source: str) -> None:
     results = produced if isinstance(produced, (tuple, list)) else (produced,)
     if len(results) != len(node.outputs):
-        raise DecompositionError(f"{source}: decomposition gave {len(results)} values for {len(node.outputs)} outputs")
+        raise DecompositionError(
+            f"{source}: decomposition gave {len(results)} values for {len(node.outputs)} outputs"
+        )
     for declared, got in zip(node.outputs, results):
         if got is None:
             continue
         if isinstance(declared.type, TensorType):
             t = got.type if isinstance(got, Value) else None
-            if not isinstance(t, TensorType) or t.dtype != declared.type.dtype or t.rank != declared.type.rank or \
-                    not all(same_dim(a, b) or not isinstance(a - b, int) for a, b in zip(t.shape, declared.type.shape)):
-                raise DecompositionError(f"{source}: decomposition of %{declared.name}: {declared.type} gave {t}")
+            if (
+                not isinstance(t, TensorType)
+                or t.dtype != declared.type.dtype
+                or t.rank != declared.type.rank
+                or not all(
+                    same_dim(a, b) or not isinstance(a - b, int) for a, b in zip(t.shape, declared.type.shape)
+                )
+            ):
+                raise DecompositionError(
+                    f"{source}: decomposition of %{declared.name}: {declared.type} gave {t}"
+                )
 
 
 def decompose(graph: Graph, keep=frozenset(), *, on_missing: str = "error") -> Graph:
     """Replace every `aten.*` node of `graph` by prims, except ops in `keep` (overload or packet
     names) and nodes a decomposition declines. `on_missing="keep"` keeps ops that have no
     decomposition instead of raising. Returns a new graph stamped `decompose`."""
-    from torchsmith.prims import decompositions  # noqa: F401  (fills DECOMPOSITIONS)
-
     start = time.perf_counter()
     if on_missing not in ("error", "keep"):
         raise DecompositionError(f"on_missing must be 'error' or 'keep', got {on_missing!r}")
@@ -177,10 +206,14 @@ def decompose(graph: Graph, keep=frozenset(), *, on_missing: str = "error") -> G
         args = tuple(map_arg(a, lookup) for a in node.args)
         kwargs = {k: map_arg(a, lookup) for k, a in node.kwargs}
         where = f"{node.op} defining {', '.join('%' + v.name for v in node.outputs)}" + (
-            f" (from {node.source})" if node.source else "")
-        if node.dialect != "aten":
-            produced = builder.op(node.op, *args, out_type=[v.type for v in node.outputs], source=node.source,
-                                  **kwargs)
+            f" (from {node.source})" if node.source else ""
+        )
+        # Non-aten nodes, and aten nodes that compute sizes rather than tensors (aten.sym_size.int),
+        # are copied whole: prims are about tensor data.
+        if node.dialect != "aten" or not any(isinstance(v.type, TensorType) for v in node.outputs):
+            produced = builder.op(
+                node.op, *args, out_type=[v.type for v in node.outputs], source=node.source, **kwargs
+            )
             produced = produced if len(node.outputs) != 1 else produced[0]
         else:
             emitter.source = node.source

@@ -47,8 +47,13 @@ UNARY = {
     # name: (accepted dtypes, output ("same" or "bool"), torch impl, numpy impl, doc)
     "abs": ("real_numeric", "same", torch.abs, np.abs, "|a|"),
     "neg": ("numeric", "same", torch.neg, np.negative, "-a"),
-    "sign": ("real_numeric", "same", torch.sign, lambda a: np.where(np.isnan(a), 0, np.sign(a)).astype(a.dtype),
-             "-1, 0 or 1 by the sign of a (0 for nan)"),
+    "sign": (
+        "real_numeric",
+        "same",
+        torch.sign,
+        lambda a: np.where(np.isnan(a), 0, np.sign(a)).astype(a.dtype),
+        "-1, 0 or 1 by the sign of a (0 for nan)",
+    ),
     "signbit": ("real_numeric", "bool", torch.signbit, np.signbit, "whether the sign bit of a is set"),
     "exp": ("inexact", "same", torch.exp, np.exp, "e ** a"),
     "exp2": ("float", "same", torch.exp2, np.exp2, "2 ** a"),
@@ -87,13 +92,18 @@ UNARY = {
 
 for _name, (_accepts, _out, _torch, _numpy, _doc) in UNARY.items():
     define_prim(
-        f"prims.{_name}", "a: tensor", kind="elementwise.unary",
-        infer=_unary_rule(f"prims.{_name}", _accepts, _out), torch_impl=_torch, numpy_impl=_numpy,
+        f"prims.{_name}",
+        "a: tensor",
+        kind="elementwise.unary",
+        infer=_unary_rule(f"prims.{_name}", _accepts, _out),
+        torch_impl=_torch,
+        numpy_impl=_numpy,
         doc=f"{_doc}, elementwise.",
     )
 
 
 # ---- binary ---------------------------------------------------------------------------------------
+
 
 def _operand_types(name: str, operands: tuple):
     """Tensor types among `operands`, checking the scalar-operand rule (see module docstring)."""
@@ -177,9 +187,13 @@ BINARY = {
 
 for _name, (_accepts, _out, _torch, _numpy, _doc) in BINARY.items():
     define_prim(
-        f"prims.{_name}", "a: any, b: any", kind="elementwise.binary",
-        infer=_binary_rule(f"prims.{_name}", _accepts, _out), torch_impl=_with_scalars(_torch),
-        numpy_impl=_numpy, doc=f"{_doc}, elementwise; one operand may be a scalar.",
+        f"prims.{_name}",
+        "a: any, b: any",
+        kind="elementwise.binary",
+        infer=_binary_rule(f"prims.{_name}", _accepts, _out),
+        torch_impl=_with_scalars(_torch),
+        numpy_impl=_numpy,
+        doc=f"{_doc}, elementwise; one operand may be a scalar.",
     )
 
 
@@ -200,7 +214,11 @@ def _torch_where(pred, a, b):
 
 
 define_prim(
-    "prims.where", "pred: tensor, a: any, b: any", kind="elementwise.ternary",
-    infer=_where_rule, torch_impl=_torch_where, numpy_impl=np.where,
+    "prims.where",
+    "pred: tensor, a: any, b: any",
+    kind="elementwise.ternary",
+    infer=_where_rule,
+    torch_impl=_torch_where,
+    numpy_impl=np.where,
     doc="a where pred else b, elementwise; either branch may be a scalar.",
 )

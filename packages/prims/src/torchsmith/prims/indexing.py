@@ -51,8 +51,11 @@ def _numpy_gather(a, dim, index):
 
 
 define_prim(
-    "prims.gather", "a: tensor, dim: int, index: tensor", kind="indexing",
-    infer=_gather_rule, torch_impl=lambda a, dim, index: torch.gather(a, dim, index),
+    "prims.gather",
+    "a: tensor, dim: int, index: tensor",
+    kind="indexing",
+    infer=_gather_rule,
+    torch_impl=lambda a, dim, index: torch.gather(a, dim, index),
     numpy_impl=_numpy_gather,
     doc="out[i][j][k] = a[index[i][j][k]][j][k] for dim 0 (and likewise for other dims).",
 )
@@ -66,7 +69,9 @@ def _scatter_rule(name: str):
         check_same_dtype(name, [t, s])
         check_dim(name, dim, max(t.rank, 1))
         if not i.rank == s.rank == t.rank:
-            raise PrimTypeError(f"{name}: operand, index and source ranks {t.rank}, {i.rank}, {s.rank} must match")
+            raise PrimTypeError(
+                f"{name}: operand, index and source ranks {t.rank}, {i.rank}, {s.rank} must match"
+            )
         return result(t.shape, t.dtype, t.device)
 
     return infer
@@ -88,14 +93,19 @@ def _numpy_scatter(accumulate: bool):
 
 
 define_prim(
-    "prims.scatter", "a: tensor, dim: int, index: tensor, src: tensor", kind="indexing",
-    infer=_scatter_rule("prims.scatter"), torch_impl=lambda a, dim, index, src: torch.scatter(a, dim, index, src),
+    "prims.scatter",
+    "a: tensor, dim: int, index: tensor, src: tensor",
+    kind="indexing",
+    infer=_scatter_rule("prims.scatter"),
+    torch_impl=lambda a, dim, index, src: torch.scatter(a, dim, index, src),
     numpy_impl=_numpy_scatter(False),
     doc="A copy of `a` with out[index[i][j]][j] = src[i][j] (dim 0); which of several writes to one "
     "element wins is unspecified.",
 )
 define_prim(
-    "prims.scatter_add", "a: tensor, dim: int, index: tensor, src: tensor", kind="indexing",
+    "prims.scatter_add",
+    "a: tensor, dim: int, index: tensor, src: tensor",
+    kind="indexing",
     infer=_scatter_rule("prims.scatter_add"),
     torch_impl=lambda a, dim, index, src: torch.scatter_add(a, dim, index, src),
     numpy_impl=_numpy_scatter(True),
@@ -103,7 +113,7 @@ define_prim(
 )
 
 
-def _indexed_shape(name: str, t, indices):
+def indexed_shape(name: str, t, indices):
     if not isinstance(indices, tuple) or len(indices) > t.rank or all(i is None for i in indices):
         raise PrimTypeError(f"{name}: expected 1 to {t.rank} index tensors or None, got {indices!r}")
     index_types = [_index_type(name, i) for i in indices if i is not None]
@@ -113,13 +123,13 @@ def _indexed_shape(name: str, t, indices):
     rest = [t.shape[p] for p in range(t.rank) if p not in positions]
     if positions == list(range(positions[0], positions[-1] + 1)):
         # Adjacent index tensors replace their dims in place; separated ones go first (NumPy's rule).
-        return tuple(t.shape[: positions[0]]) + tuple(index_shape) + tuple(t.shape[positions[-1] + 1:])
+        return tuple(t.shape[: positions[0]]) + tuple(index_shape) + tuple(t.shape[positions[-1] + 1 :])
     return tuple(index_shape) + tuple(rest)
 
 
 def _index_rule(a, indices):
     t = tensor_arg("prims.index", "the operand", a)
-    return result(_indexed_shape("prims.index", t, indices), t.dtype, t.device)
+    return result(indexed_shape("prims.index", t, indices), t.dtype, t.device)
 
 
 def _numpy_key(indices):
@@ -127,8 +137,11 @@ def _numpy_key(indices):
 
 
 define_prim(
-    "prims.index", "a: tensor, indices: tensors", kind="indexing",
-    infer=_index_rule, torch_impl=lambda a, indices: torch.ops.aten.index.Tensor(a, list(indices)),
+    "prims.index",
+    "a: tensor, indices: tensors",
+    kind="indexing",
+    infer=_index_rule,
+    torch_impl=lambda a, indices: torch.ops.aten.index.Tensor(a, list(indices)),
     numpy_impl=lambda a, indices: a[_numpy_key(indices)],
     doc="Advanced indexing a[i0, i1, ...] with int64 index tensors of one shape (None keeps a dim whole).",
 )
@@ -138,7 +151,7 @@ def _index_put_rule(a, indices, values, accumulate):
     t = tensor_arg("prims.index_put", "the operand", a)
     v = tensor_arg("prims.index_put", "the values", values)
     check_same_dtype("prims.index_put", [t, v])
-    shape = _indexed_shape("prims.index_put", t, indices)
+    shape = indexed_shape("prims.index_put", t, indices)
     if len(shape) != v.rank or not all(same_dim(x, y) for x, y in zip(shape, v.shape)):
         raise PrimTypeError(
             f"prims.index_put: values have shape {[format_dim(d) for d in v.shape]} but the indexed "
@@ -159,7 +172,9 @@ def _numpy_index_put(a, indices, values, accumulate):
 
 
 define_prim(
-    "prims.index_put", "a: tensor, indices: tensors, values: tensor, accumulate: bool", kind="indexing",
+    "prims.index_put",
+    "a: tensor, indices: tensors, values: tensor, accumulate: bool",
+    kind="indexing",
     infer=_index_put_rule,
     torch_impl=lambda a, indices, values, accumulate: torch.ops.aten.index_put.default(
         a, list(indices), values, accumulate

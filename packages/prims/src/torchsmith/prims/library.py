@@ -41,19 +41,27 @@ def _matmul_rule(name: str, rank: int):
 
 
 define_prim(
-    "prims.mm", "a: tensor, b: tensor", kind="library",
-    infer=_matmul_rule("prims.mm", 2), torch_impl=torch.mm,
-    numpy_impl=lambda a, b: (_work(a) @ _work(b)).astype(a.dtype), doc="Matrix product of 2-d a and b.",
+    "prims.mm",
+    "a: tensor, b: tensor",
+    kind="library",
+    infer=_matmul_rule("prims.mm", 2),
+    torch_impl=torch.mm,
+    numpy_impl=lambda a, b: (_work(a) @ _work(b)).astype(a.dtype),
+    doc="Matrix product of 2-d a and b.",
 )
 define_prim(
-    "prims.bmm", "a: tensor, b: tensor", kind="library",
-    infer=_matmul_rule("prims.bmm", 3), torch_impl=torch.bmm,
+    "prims.bmm",
+    "a: tensor, b: tensor",
+    kind="library",
+    infer=_matmul_rule("prims.bmm", 3),
+    torch_impl=torch.bmm,
     numpy_impl=lambda a, b: (_work(a) @ _work(b)).astype(a.dtype),
     doc="Batched matrix product of 3-d a and b.",
 )
 
 
 # ---- convolution -----------------------------------------------------------------------------------
+
 
 def _conv_rule(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     name = "prims.convolution"
@@ -73,17 +81,23 @@ def _conv_rule(x, weight, bias, stride, padding, dilation, transposed, output_pa
     stride, padding, dilation, output_padding = params
     in_channels = tw.shape[0] if transposed else normalize_dim(tw.shape[1] * groups)
     if not same_dim(tx.shape[1], in_channels):
-        raise PrimTypeError(f"{name}: input has {format_dim(tx.shape[1])} channels, the weight expects "
-                            f"{format_dim(in_channels)}")
+        raise PrimTypeError(
+            f"{name}: input has {format_dim(tx.shape[1])} channels, the weight expects "
+            f"{format_dim(in_channels)}"
+        )
     out_channels = normalize_dim(tw.shape[1] * groups) if transposed else tw.shape[0]
     sizes = []
     for i in range(spatial):
         size, k = tx.shape[2 + i], tw.shape[2 + i]
         span = normalize_dim(dilation[i] * (k - 1))
         if transposed:
-            sizes.append(normalize_dim((size - 1) * stride[i] - 2 * padding[i] + span + output_padding[i] + 1))
+            sizes.append(
+                normalize_dim((size - 1) * stride[i] - 2 * padding[i] + span + output_padding[i] + 1)
+            )
         else:
-            sizes.append(normalize_dim(floordiv(normalize_dim(size + 2 * padding[i] - span - 1), stride[i]) + 1))
+            sizes.append(
+                normalize_dim(floordiv(normalize_dim(size + 2 * padding[i] - span - 1), stride[i]) + 1)
+            )
     return result((tx.shape[0], out_channels, *sizes), tx.dtype, tx.device)
 
 
@@ -96,13 +110,17 @@ def _numpy_conv(x, weight, bias, stride, padding, dilation, transposed, output_p
     if transposed:
         # weight (C_in, O/g, *k): every input position adds weight * x at i*stride + k*dilation - padding.
         wg = weight.reshape(groups, channels // groups, weight.shape[1], *kernel)
-        full = [(s - 1) * st + d * (k - 1) + 1 + op
-                for s, st, d, k, op in zip(x.shape[2:], stride, dilation, kernel, output_padding)]
+        full = [
+            (s - 1) * st + d * (k - 1) + 1 + op
+            for s, st, d, k, op in zip(x.shape[2:], stride, dilation, kernel, output_padding)
+        ]
         y = np.zeros((n, groups, weight.shape[1], *full), dtype=x.dtype)
         for offset in itertools.product(*(range(k) for k in kernel)):
             contribution = np.einsum("ngc...,gco->ngo...", xg, wg[(...,) + offset])
-            where = tuple(slice(o * d, o * d + (s - 1) * st + 1, st)
-                          for o, d, s, st in zip(offset, dilation, x.shape[2:], stride))
+            where = tuple(
+                slice(o * d, o * d + (s - 1) * st + 1, st)
+                for o, d, s, st in zip(offset, dilation, x.shape[2:], stride)
+            )
             y[(slice(None),) * 3 + where] += contribution
         out = [f - 2 * p for f, p in zip(full, padding)]
         y = y[(slice(None),) * 3 + tuple(slice(p, p + o) for p, o in zip(padding, out))]
@@ -110,12 +128,16 @@ def _numpy_conv(x, weight, bias, stride, padding, dilation, transposed, output_p
         # weight (O, C/g, *k): out[o] = sum over the window of x * weight.
         wg = weight.reshape(groups, weight.shape[0] // groups, *weight.shape[1:])
         xp = np.pad(xg, [(0, 0)] * 3 + [(p, p) for p in padding])
-        out = [(s + 2 * p - d * (k - 1) - 1) // st + 1
-               for s, p, d, k, st in zip(x.shape[2:], padding, dilation, kernel, stride)]
+        out = [
+            (s + 2 * p - d * (k - 1) - 1) // st + 1
+            for s, p, d, k, st in zip(x.shape[2:], padding, dilation, kernel, stride)
+        ]
         y = np.zeros((n, groups, wg.shape[1], *out), dtype=x.dtype)
         for offset in itertools.product(*(range(k) for k in kernel)):
-            window = tuple(slice(o * d, o * d + (m - 1) * st + 1, st)
-                           for o, d, m, st in zip(offset, dilation, out, stride))
+            window = tuple(
+                slice(o * d, o * d + (m - 1) * st + 1, st)
+                for o, d, m, st in zip(offset, dilation, out, stride)
+            )
             y += np.einsum("ngc...,goc->ngo...", xp[(slice(None),) * 3 + window], wg[(...,) + offset])
     y = y.reshape(n, -1, *y.shape[3:])
     if bias is not None:
@@ -127,13 +149,16 @@ define_prim(
     "prims.convolution",
     "input: tensor, weight: tensor, bias: tensor?, stride: ints, padding: ints, dilation: ints, "
     "transposed: bool, output_padding: ints, groups: int",
-    kind="library", infer=_conv_rule, torch_impl=lambda *args: torch.ops.aten.convolution.default(*args),
+    kind="library",
+    infer=_conv_rule,
+    torch_impl=lambda *args: torch.ops.aten.convolution.default(*args),
     numpy_impl=_numpy_conv,
     doc="N-d (transposed) convolution with aten.convolution's semantics.",
 )
 
 
 # ---- scaled dot-product attention ------------------------------------------------------------------
+
 
 def _sdpa_rule(query, key, value, attn_mask, is_causal, scale):
     name = "prims.scaled_dot_product_attention"
@@ -142,8 +167,9 @@ def _sdpa_rule(query, key, value, attn_mask, is_causal, scale):
     check_dtype_class(name, tq.dtype, "float")
     if not tq.rank == tk.rank == tv.rank or tq.rank < 2:
         raise PrimTypeError(f"{name}: query, key and value must have one rank >= 2")
-    if not all(same_dim(a, b) for a, b in zip(tq.shape[:-2] + tq.shape[-1:], tk.shape[:-2] + tk.shape[-1:])) or \
-            not all(same_dim(a, b) for a, b in zip(tk.shape[:-1], tv.shape[:-1])):
+    if not all(
+        same_dim(a, b) for a, b in zip(tq.shape[:-2] + tq.shape[-1:], tk.shape[:-2] + tk.shape[-1:])
+    ) or not all(same_dim(a, b) for a, b in zip(tk.shape[:-1], tv.shape[:-1])):
         raise PrimTypeError(f"{name}: query (..., L, E), key (..., S, E) and value (..., S, Ev) do not fit")
     if attn_mask is not None:
         tm = tensor_arg(name, "attn_mask", attn_mask)
@@ -181,7 +207,10 @@ def _numpy_sdpa(query, key, value, attn_mask, is_causal, scale):
 define_prim(
     "prims.scaled_dot_product_attention",
     "query: tensor, key: tensor, value: tensor, attn_mask: tensor?, is_causal: bool, scale: float?",
-    kind="library", infer=_sdpa_rule, torch_impl=_torch_sdpa, numpy_impl=_numpy_sdpa,
+    kind="library",
+    infer=_sdpa_rule,
+    torch_impl=_torch_sdpa,
+    numpy_impl=_numpy_sdpa,
     doc="softmax(query @ key^T * scale + mask) @ value (scale defaults to 1/sqrt(E); is_causal masks "
     "the upper triangle, top-left aligned). No dropout: decompositions draw it with philox_rand.",
 )

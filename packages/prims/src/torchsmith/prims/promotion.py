@@ -27,8 +27,12 @@ from torchsmith.prims.errors import PromotionError
 
 _INT_ORDER = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 _FLOAT_ORDER = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-_COMPLEX_OF = {torch.float16: torch.complex32, torch.bfloat16: torch.complex64, torch.float32: torch.complex64,
-               torch.float64: torch.complex128}
+_COMPLEX_OF = {
+    torch.float16: torch.complex32,
+    torch.bfloat16: torch.complex64,
+    torch.float32: torch.complex64,
+    torch.float64: torch.complex128,
+}
 _REAL_OF = {torch.complex32: torch.float16, torch.complex64: torch.float32, torch.complex128: torch.float64}
 _COMPLEX_ORDER = (torch.complex32, torch.complex64, torch.complex128)
 
@@ -36,12 +40,12 @@ _COMPLEX_ORDER = (torch.complex32, torch.complex64, torch.complex128)
 class PromotionKind(enum.Enum):
     """How an op turns its promoted operand dtype into its result dtype."""
 
-    DEFAULT = "default"                    # add, mul, ...: the promoted dtype
-    NO_OPMATH = "no_opmath"                # where, cat: the promoted dtype, computed in it too
-    INT_TO_FLOAT = "int_to_float"          # sin, div: integers and bool give the default float
+    DEFAULT = "default"  # add, mul, ...: the promoted dtype
+    NO_OPMATH = "no_opmath"  # where, cat: the promoted dtype, computed in it too
+    INT_TO_FLOAT = "int_to_float"  # sin, div: integers and bool give the default float
     COMPLEX_TO_FLOAT = "complex_to_float"  # abs: complex gives its real dtype
-    BOOL_TO_LONG = "bool_to_long"          # pow, sum: bool gives int64
-    ALWAYS_BOOL = "always_bool"            # eq, lt, isnan: bool
+    BOOL_TO_LONG = "bool_to_long"  # pow, sum: bool gives int64
+    ALWAYS_BOOL = "always_bool"  # eq, lt, isnan: bool
 
 
 def promote_types(a: torch.dtype, b: torch.dtype) -> torch.dtype:
@@ -136,12 +140,16 @@ def result_type(*operands) -> torch.dtype:
 
 def opmath_dtype(dtype: torch.dtype) -> torch.dtype:
     """The dtype elementwise math runs in: float16 and bfloat16 in float32, complex32 in complex64."""
-    return {torch.float16: torch.float32, torch.bfloat16: torch.float32, torch.complex32: torch.complex64}.get(
-        dtype, dtype
-    )
+    return {
+        torch.float16: torch.float32,
+        torch.bfloat16: torch.float32,
+        torch.complex32: torch.complex64,
+    }.get(dtype, dtype)
 
 
-def elementwise_dtypes(*operands, kind: PromotionKind = PromotionKind.DEFAULT) -> tuple[torch.dtype, torch.dtype]:
+def elementwise_dtypes(
+    *operands, kind: PromotionKind = PromotionKind.DEFAULT
+) -> tuple[torch.dtype, torch.dtype]:
     """(computation dtype, result dtype) of an elementwise op of this kind on these operands."""
     promoted = result_type(*operands)
     category = dtype_category(promoted)

@@ -72,9 +72,13 @@ REDUCTIONS = {
 
 for _name, (_accepts, _nonempty, _torch, _numpy, _doc) in REDUCTIONS.items():
     define_prim(
-        f"prims.{_name}", "a: tensor, dims: ints", kind="reduction",
+        f"prims.{_name}",
+        "a: tensor, dims: ints",
+        kind="reduction",
         infer=_reduction_rule(f"prims.{_name}", _accepts, nonempty=_nonempty),
-        torch_impl=_torch, numpy_impl=_numpy_accumulating(_numpy), doc=f"The {_doc}.",
+        torch_impl=_torch,
+        numpy_impl=_numpy_accumulating(_numpy),
+        doc=f"The {_doc}.",
     )
 
 
@@ -96,8 +100,11 @@ def _numpy_arg(fn):
 
 for _name, _torch, _numpy in (("argmax", torch.argmax, np.argmax), ("argmin", torch.argmin, np.argmin)):
     define_prim(
-        f"prims.{_name}", "a: tensor, dim: int", kind="reduction",
-        infer=_arg_rule(f"prims.{_name}"), torch_impl=lambda a, dim, fn=_torch: fn(a, dim),
+        f"prims.{_name}",
+        "a: tensor, dim: int",
+        kind="reduction",
+        infer=_arg_rule(f"prims.{_name}"),
+        torch_impl=lambda a, dim, fn=_torch: fn(a, dim),
         numpy_impl=_numpy_arg(_numpy),
         doc=f"Index (int64) of the first {_name[3:]}imum along dim; nan counts as the {_name[3:]}imum.",
     )
@@ -125,15 +132,22 @@ def _numpy_var_mean(a, dims, correction):
         axis = 0
     with np.errstate(divide="ignore", invalid="ignore"):
         count = np.prod([work.shape[d] for d in np.atleast_1d(axis)]) if work.ndim else 1
-        mean = np.mean(work, axis=axis) if count else np.full(np.sum(work, axis=axis).shape, np.nan, work.dtype)
+        mean = (
+            np.mean(work, axis=axis) if count else np.full(np.sum(work, axis=axis).shape, np.nan, work.dtype)
+        )
         squares = np.sum((work - np.expand_dims(mean, axis)) ** 2, axis=axis)
         var = squares / np.asarray(max(count - correction, 0), work.dtype)
     return var.astype(a.dtype), mean.astype(a.dtype)
 
 
 define_prim(
-    "prims.var_mean", "a: tensor, dims: ints, correction: float", kind="reduction",
-    infer=_var_mean_rule, torch_impl=_torch_var_mean, numpy_impl=_numpy_var_mean, num_outputs=2,
+    "prims.var_mean",
+    "a: tensor, dims: ints, correction: float",
+    kind="reduction",
+    infer=_var_mean_rule,
+    torch_impl=_torch_var_mean,
+    numpy_impl=_numpy_var_mean,
+    num_outputs=2,
     doc="(variance, mean) over dims with Bessel-style `correction` (0: population, 1: sample). "
     "Backends compute it in one pass with Welford's algorithm.",
 )

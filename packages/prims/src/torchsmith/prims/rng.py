@@ -31,8 +31,8 @@ def _torch_mulhilo(a: int, b: torch.Tensor):
     """(high, low) 32-bit halves of a * b for a 32-bit constant and int64 tensor of 32-bit values,
     without overflowing int64: a = a_hi * 2**16 + a_lo."""
     a_hi, a_lo = a >> 16, a & 0xFFFF
-    upper = a_hi * b                                   # < 2**48
-    low_sum = ((upper & 0xFFFF) << 16) + a_lo * b      # < 2**49
+    upper = a_hi * b  # < 2**48
+    low_sum = ((upper & 0xFFFF) << 16) + a_lo * b  # < 2**49
     return ((upper >> 16) + (low_sum >> 32)) & MASK32, low_sum & MASK32
 
 
@@ -68,17 +68,17 @@ def _uniform_from_words(words, dtype, *, lib):
     """u in [0, 1) with the dtype's mantissa bits (two words for float64); computed in float64."""
     bits = _UNIFORM_BITS[dtype]
     if bits > 32:
-        hi, lo = words[0] >> (32 - 26), words[1] >> (32 - 27)   # 26 + 27 = 53 bits
+        hi, lo = words[0] >> (32 - 26), words[1] >> (32 - 27)  # 26 + 27 = 53 bits
         mantissa = hi * (1 << 27) + lo
     else:
         mantissa = words[0] >> (32 - bits)
-    scale = 2.0 ** -bits
+    scale = 2.0**-bits
     return mantissa.to(torch.float64) * scale if lib == "torch" else mantissa.astype(np.float64) * scale
 
 
 def _normal_from_words(words, *, lib):
     """Box-Muller on two 24-bit uniforms: u1 in (0, 1] so the log is finite; computed in float64."""
-    scale = 2.0 ** -24
+    scale = 2.0**-24
     if lib == "torch":
         u1 = ((words[0] >> 8) + 1).to(torch.float64) * scale
         u2 = (words[1] >> 8).to(torch.float64) * scale
@@ -97,7 +97,11 @@ def _torch_random(normal: bool):
         numel = math.prod(shape)
         index = torch.arange(numel, dtype=torch.int64, device=device)
         words = philox_torch(index & MASK32, index >> 32, _as_int(offset), _as_int(seed))
-        values = _normal_from_words(words, lib="torch") if normal else _uniform_from_words(words, dtype, lib="torch")
+        values = (
+            _normal_from_words(words, lib="torch")
+            if normal
+            else _uniform_from_words(words, dtype, lib="torch")
+        )
         return values.to(dtype).reshape(list(shape))
 
     return run
@@ -106,8 +110,14 @@ def _torch_random(normal: bool):
 def _numpy_random(normal: bool):
     def run(shape, seed, offset, *, dtype, device):
         index = np.arange(math.prod(shape), dtype=np.uint64)
-        words = philox_numpy(index & np.uint64(MASK32), index >> np.uint64(32), _as_int(offset), _as_int(seed))
-        values = _normal_from_words(words, lib="numpy") if normal else _uniform_from_words(words, dtype, lib="numpy")
+        words = philox_numpy(
+            index & np.uint64(MASK32), index >> np.uint64(32), _as_int(offset), _as_int(seed)
+        )
+        values = (
+            _normal_from_words(words, lib="numpy")
+            if normal
+            else _uniform_from_words(words, dtype, lib="numpy")
+        )
         return values.reshape(shape)
 
     return run
@@ -132,7 +142,11 @@ def _random_rule(name: str):
         shape = shape_value(name, shape)
         _check_counter(name, "seed", seed)
         _check_counter(name, "offset", offset)
-        if not isinstance(dtype, torch.dtype) or dtype_category(dtype) != "float" or dtype not in _UNIFORM_BITS:
+        if (
+            not isinstance(dtype, torch.dtype)
+            or dtype_category(dtype) != "float"
+            or dtype not in _UNIFORM_BITS
+        ):
             raise PrimTypeError(f"{name}: dtype must be float16, bfloat16, float32 or float64, got {dtype!r}")
         return TensorType.make(shape, dtype, device)
 
@@ -141,14 +155,22 @@ def _random_rule(name: str):
 
 _PARAMS = "shape: ints, seed: any, offset: any, *, dtype: dtype, device: device"
 define_prim(
-    "prims.philox_rand", _PARAMS, kind="random",
-    infer=_random_rule("prims.philox_rand"), torch_impl=_torch_random(False), numpy_impl=_numpy_random(False),
+    "prims.philox_rand",
+    _PARAMS,
+    kind="random",
+    infer=_random_rule("prims.philox_rand"),
+    torch_impl=_torch_random(False),
+    numpy_impl=_numpy_random(False),
     doc="Uniform values in [0, 1): element i (row-major) comes from Philox word 0 at counter (i, offset) "
     "under key seed, keeping the dtype's mantissa bits (float64 uses words 0 and 1).",
 )
 define_prim(
-    "prims.philox_randn", _PARAMS, kind="random",
-    infer=_random_rule("prims.philox_randn"), torch_impl=_torch_random(True), numpy_impl=_numpy_random(True),
+    "prims.philox_randn",
+    _PARAMS,
+    kind="random",
+    infer=_random_rule("prims.philox_randn"),
+    torch_impl=_torch_random(True),
+    numpy_impl=_numpy_random(True),
     doc="Standard normal values: Box-Muller on Philox words 0 and 1 at counter (i, offset) under key seed, "
     "computed in float64 and rounded to dtype.",
 )

@@ -38,6 +38,7 @@ def _numel(shape) -> Dim:
 
 # ---- broadcast_in_dim ----------------------------------------------------------------------------
 
+
 def _broadcast_in_dim_rule(a, shape, broadcast_dims):
     name = "prims.broadcast_in_dim"
     t = tensor_arg(name, "the operand", a)
@@ -45,7 +46,8 @@ def _broadcast_in_dim_rule(a, shape, broadcast_dims):
     dims = int_list(name, broadcast_dims)
     if len(dims) != t.rank or any(not 0 <= d < len(shape) for d in dims) or list(dims) != sorted(set(dims)):
         raise PrimTypeError(
-            f"{name}: broadcast_dims {list(dims)} must be {t.rank} increasing dims of the {len(shape)}-d result"
+            f"{name}: broadcast_dims {list(dims)} must be {t.rank} increasing dims "
+            f"of the {len(shape)}-d result"
         )
     strides: list[Dim] = [0] * len(shape)
     for i, d in enumerate(dims):
@@ -74,14 +76,19 @@ def _numpy_broadcast_in_dim(a, shape, broadcast_dims):
 
 
 define_prim(
-    "prims.broadcast_in_dim", "a: tensor, shape: ints, broadcast_dims: ints", kind="view",
-    infer=_broadcast_in_dim_rule, torch_impl=_torch_broadcast_in_dim, numpy_impl=_numpy_broadcast_in_dim,
+    "prims.broadcast_in_dim",
+    "a: tensor, shape: ints, broadcast_dims: ints",
+    kind="view",
+    infer=_broadcast_in_dim_rule,
+    torch_impl=_torch_broadcast_in_dim,
+    numpy_impl=_numpy_broadcast_in_dim,
     doc="A view of `a` with shape `shape`: operand dim i becomes result dim broadcast_dims[i] "
     "(equal size, or 1 to broadcast); the other result dims are new broadcast dims.",
 )
 
 
 # ---- reshape, collapse, split_dim ----------------------------------------------------------------
+
 
 def _reshape_rule(a, shape):
     t = tensor_arg("prims.reshape", "the operand", a)
@@ -95,8 +102,11 @@ def _reshape_rule(a, shape):
 
 
 define_prim(
-    "prims.reshape", "a: tensor, shape: ints", kind="shape",
-    infer=_reshape_rule, torch_impl=lambda a, shape: a.reshape(shape),
+    "prims.reshape",
+    "a: tensor, shape: ints",
+    kind="shape",
+    infer=_reshape_rule,
+    torch_impl=lambda a, shape: a.reshape(shape),
     numpy_impl=lambda a, shape: np.reshape(a, shape),
     doc="`a` with a new shape of the same number of elements, in row-major order (copies if needed).",
 )
@@ -117,8 +127,11 @@ def _collapsed_shape(shape, start, end):
 
 
 define_prim(
-    "prims.collapse", "a: tensor, start: int, end: int", kind="shape",
-    infer=_collapse_rule, torch_impl=lambda a, start, end: a.reshape(_collapsed_shape(a.shape, start, end)),
+    "prims.collapse",
+    "a: tensor, start: int, end: int",
+    kind="shape",
+    infer=_collapse_rule,
+    torch_impl=lambda a, start, end: a.reshape(_collapsed_shape(a.shape, start, end)),
     numpy_impl=lambda a, start, end: a.reshape(_collapsed_shape(a.shape, start, end)),
     doc="Merge dims [start, end) into one dim (row-major).",
 )
@@ -131,22 +144,26 @@ def _split_dim_rule(a, dim, outer):
     inner = floordiv(t.shape[dim], outer)
     if not same_dim(normalize_dim(inner * outer), t.shape[dim]) and isinstance(t.shape[dim], int):
         raise PrimTypeError(f"prims.split_dim: {outer} does not divide dim {dim} of size {t.shape[dim]}")
-    return result(t.shape[:dim] + (outer, inner) + t.shape[dim + 1:], t.dtype, t.device)
+    return result(t.shape[:dim] + (outer, inner) + t.shape[dim + 1 :], t.dtype, t.device)
 
 
 def _split_shape(shape, dim, outer):
-    return tuple(shape[:dim]) + (outer, shape[dim] // outer) + tuple(shape[dim + 1:])
+    return tuple(shape[:dim]) + (outer, shape[dim] // outer) + tuple(shape[dim + 1 :])
 
 
 define_prim(
-    "prims.split_dim", "a: tensor, dim: int, outer: int", kind="shape",
-    infer=_split_dim_rule, torch_impl=lambda a, dim, outer: a.reshape(_split_shape(a.shape, dim, outer)),
+    "prims.split_dim",
+    "a: tensor, dim: int, outer: int",
+    kind="shape",
+    infer=_split_dim_rule,
+    torch_impl=lambda a, dim, outer: a.reshape(_split_shape(a.shape, dim, outer)),
     numpy_impl=lambda a, dim, outer: a.reshape(_split_shape(a.shape, dim, outer)),
     doc="Split dim `dim` into (outer, size // outer).",
 )
 
 
 # ---- permute, squeeze, expand_dims, slice -----------------------------------------------------------
+
 
 def _permute_rule(a, dims):
     t = tensor_arg("prims.permute", "the operand", a)
@@ -157,8 +174,11 @@ def _permute_rule(a, dims):
 
 
 define_prim(
-    "prims.permute", "a: tensor, dims: ints", kind="view",
-    infer=_permute_rule, torch_impl=lambda a, dims: a.permute(dims),
+    "prims.permute",
+    "a: tensor, dims: ints",
+    kind="view",
+    infer=_permute_rule,
+    torch_impl=lambda a, dims: a.permute(dims),
     numpy_impl=lambda a, dims: np.transpose(a, dims),
     doc="A view with result dim i taken from operand dim dims[i].",
 )
@@ -176,8 +196,11 @@ def _squeeze_rule(a, dims):
 
 
 define_prim(
-    "prims.squeeze", "a: tensor, dims: ints", kind="view",
-    infer=_squeeze_rule, torch_impl=lambda a, dims: a.squeeze(tuple(dims)) if dims else a.view(a.shape),
+    "prims.squeeze",
+    "a: tensor, dims: ints",
+    kind="view",
+    infer=_squeeze_rule,
+    torch_impl=lambda a, dims: a.squeeze(tuple(dims)) if dims else a.view(a.shape),
     numpy_impl=lambda a, dims: np.squeeze(a, tuple(dims)),
     doc="A view without the size-1 dims `dims`.",
 )
@@ -188,7 +211,9 @@ def _expand_dims_rule(a, dims):
     dims = int_list("prims.expand_dims", dims)
     rank = t.rank + len(dims)
     if len(set(dims)) != len(dims) or any(not 0 <= d < rank for d in dims):
-        raise PrimTypeError(f"prims.expand_dims: dims {list(dims)} must be distinct dims of the {rank}-d result")
+        raise PrimTypeError(
+            f"prims.expand_dims: dims {list(dims)} must be distinct dims of the {rank}-d result"
+        )
     shape, strides, source = [], [], iter(zip(t.shape, t.strides))
     for i in range(rank):
         if i in dims:
@@ -209,8 +234,11 @@ def _expanded_shape(shape, dims):
 
 
 define_prim(
-    "prims.expand_dims", "a: tensor, dims: ints", kind="view",
-    infer=_expand_dims_rule, torch_impl=lambda a, dims: a.view(_expanded_shape(a.shape, dims)),
+    "prims.expand_dims",
+    "a: tensor, dims: ints",
+    kind="view",
+    infer=_expand_dims_rule,
+    torch_impl=lambda a, dims: a.view(_expanded_shape(a.shape, dims)),
     numpy_impl=lambda a, dims: np.reshape(a, _expanded_shape(a.shape, dims)),
     doc="A view with new size-1 dims at result positions `dims` (unsqueeze).",
 )
@@ -225,13 +253,19 @@ def _slice_rule(a, dim, start, stop, step):
     if not isinstance(step, int) or step < 1:
         raise PrimTypeError(f"{name}: step must be a positive int, got {step}")
     for bound in (start, stop):
-        if isinstance(bound, int) and bound < 0 or (isinstance(size, int) and isinstance(bound, int) and bound > size):
-            raise PrimTypeError(f"{name}: bounds {start}:{stop} must lie in [0, {size}] (decompositions clamp them)")
+        if (
+            isinstance(bound, int)
+            and bound < 0
+            or (isinstance(size, int) and isinstance(bound, int) and bound > size)
+        ):
+            raise PrimTypeError(
+                f"{name}: bounds {start}:{stop} must lie in [0, {size}] (decompositions clamp them)"
+            )
     if isinstance(start, int) and isinstance(stop, int) and stop < start:
         raise PrimTypeError(f"{name}: stop {stop} is before start {start}")
     length = floordiv(normalize_dim(stop - start + step - 1), step)
-    shape = t.shape[:dim] + (length,) + t.shape[dim + 1:]
-    strides = t.strides[:dim] + (normalize_dim(t.strides[dim] * step),) + t.strides[dim + 1:]
+    shape = t.shape[:dim] + (length,) + t.shape[dim + 1 :]
+    strides = t.strides[:dim] + (normalize_dim(t.strides[dim] * step),) + t.strides[dim + 1 :]
     return _view(t, shape, strides)
 
 
@@ -240,7 +274,9 @@ def _index_tuple(rank, dim, item):
 
 
 define_prim(
-    "prims.slice", "a: tensor, dim: int, start: int, stop: int, step: int", kind="view",
+    "prims.slice",
+    "a: tensor, dim: int, start: int, stop: int, step: int",
+    kind="view",
     infer=_slice_rule,
     torch_impl=lambda a, dim, start, stop, step: a[_index_tuple(a.dim(), dim, slice(start, stop, step))],
     numpy_impl=lambda a, dim, start, stop, step: a[_index_tuple(a.ndim, dim, slice(start, stop, step))],
@@ -250,6 +286,7 @@ define_prim(
 
 # ---- flip, cat, pad ---------------------------------------------------------------------------------
 
+
 def _flip_rule(a, dims):
     t = tensor_arg("prims.flip", "the operand", a)
     for d in int_list("prims.flip", dims):
@@ -258,9 +295,13 @@ def _flip_rule(a, dims):
 
 
 define_prim(
-    "prims.flip", "a: tensor, dims: ints", kind="shape",
-    infer=_flip_rule, torch_impl=lambda a, dims: torch.flip(a, list(dims)),
-    numpy_impl=lambda a, dims: np.flip(a, tuple(dims)), doc="`a` reversed along dims.",
+    "prims.flip",
+    "a: tensor, dims: ints",
+    kind="shape",
+    infer=_flip_rule,
+    torch_impl=lambda a, dims: torch.flip(a, list(dims)),
+    numpy_impl=lambda a, dims: np.flip(a, tuple(dims)),
+    doc="`a` reversed along dims.",
 )
 
 
@@ -272,19 +313,24 @@ def _cat_rule(tensors, dim):
     first = types[0]
     check_dim("prims.cat", dim, first.rank)
     for t in types[1:]:
-        if t.rank != first.rank or not all(same_dim(a, b) for i, (a, b) in enumerate(zip(t.shape, first.shape))
-                                           if i != dim):
+        if t.rank != first.rank or not all(
+            same_dim(a, b) for i, (a, b) in enumerate(zip(t.shape, first.shape)) if i != dim
+        ):
             raise PrimTypeError(
-                f"prims.cat: shapes {[format_dim(d) for d in first.shape]} and {[format_dim(d) for d in t.shape]} "
+                f"prims.cat: shapes {[format_dim(d) for d in first.shape]} and "
+                f"{[format_dim(d) for d in t.shape]} "
                 f"differ outside dim {dim}"
             )
     total = normalize_dim(sum((t.shape[dim] for t in types), 0))
-    return result(first.shape[:dim] + (total,) + first.shape[dim + 1:], first.dtype, first.device)
+    return result(first.shape[:dim] + (total,) + first.shape[dim + 1 :], first.dtype, first.device)
 
 
 define_prim(
-    "prims.cat", "tensors: tensors, dim: int", kind="shape",
-    infer=_cat_rule, torch_impl=lambda tensors, dim: torch.cat(list(tensors), dim),
+    "prims.cat",
+    "tensors: tensors, dim: int",
+    kind="shape",
+    infer=_cat_rule,
+    torch_impl=lambda tensors, dim: torch.cat(list(tensors), dim),
     numpy_impl=lambda tensors, dim: np.concatenate(list(tensors), axis=dim),
     doc="Tensors of one dtype joined along dim.",
 )
@@ -308,10 +354,15 @@ def _torch_pad(a, pads, value):
 
 
 define_prim(
-    "prims.pad", "a: tensor, pads: ints, value: scalar", kind="shape",
-    infer=_pad_rule, torch_impl=_torch_pad,
-    numpy_impl=lambda a, pads, value: np.pad(
-        a, [(pads[2 * i], pads[2 * i + 1]) for i in range(a.ndim)], constant_values=value
-    ) if a.ndim else a.copy(),
+    "prims.pad",
+    "a: tensor, pads: ints, value: scalar",
+    kind="shape",
+    infer=_pad_rule,
+    torch_impl=_torch_pad,
+    numpy_impl=lambda a, pads, value: (
+        np.pad(a, [(pads[2 * i], pads[2 * i + 1]) for i in range(a.ndim)], constant_values=value)
+        if a.ndim
+        else a.copy()
+    ),
     doc="`a` padded with `value`: pads holds (low, high) for each dim, first dim first.",
 )

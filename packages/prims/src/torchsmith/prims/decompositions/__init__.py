@@ -1,4 +1,13 @@
 """The decomposition table: importing this package registers every ATen -> prims decomposition
 in `torchsmith.prims.decompose.DECOMPOSITIONS`, one module per concern."""
 
-from torchsmith.prims.decompositions import elementwise, nn, reductions, shapes  # noqa: F401
+from torchsmith.prims.decompositions import (  # noqa: F401
+    activations,
+    elementwise,
+    kept,
+    nn,
+    norms,
+    pooling,
+    reductions,
+    shapes,
+)

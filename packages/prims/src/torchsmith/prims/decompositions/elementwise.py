@@ -14,9 +14,33 @@ COMPLEX_TO_FLOAT = PromotionKind.COMPLEX_TO_FLOAT
 
 # ---- unary ----------------------------------------------------------------------------------------
 
-FLOAT_UNARY = ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan",
-               "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "lgamma",
-               "reciprocal")
+FLOAT_UNARY = (
+    "exp",
+    "exp2",
+    "expm1",
+    "log",
+    "log2",
+    "log10",
+    "log1p",
+    "sqrt",
+    "rsqrt",
+    "sin",
+    "cos",
+    "tan",
+    "asin",
+    "acos",
+    "atan",
+    "sinh",
+    "cosh",
+    "tanh",
+    "asinh",
+    "acosh",
+    "atanh",
+    "erf",
+    "erfc",
+    "lgamma",
+    "reciprocal",
+)
 
 
 def _unary(prim: str, kind: PromotionKind):
@@ -69,6 +93,7 @@ def sigmoid(e, a):
 
 # ---- binary arithmetic -------------------------------------------------------------------------------
 
+
 def _scaled(e, x, alpha):
     return x if alpha == 1 else e.mul(x, alpha)
 
@@ -99,6 +124,14 @@ def div(e, a, b):
 
 
 def _floor_divide(e, x, y, dtype):
+    # The sign tests below need tensors: materialize a scalar operand.
+    tensor = x if e.is_tensor(x) else y
+    x, y = (
+        v
+        if e.is_tensor(v)
+        else e.full(list(e.type(tensor).shape), v, dtype=e.type(tensor).dtype, device=e.type(tensor).device)
+        for v in (x, y)
+    )
     if dtype_category(dtype) == "int":
         quotient = e.div(x, y)  # truncates
         remainder = e.fmod(x, y)
@@ -108,8 +141,11 @@ def _floor_divide(e, x, y, dtype):
     # exact for exactly-divisible operands where floor(a / b) could round up.
     remainder = e.fmod(x, y)
     quotient = e.div(e.sub(x, remainder), y)
-    quotient = e.where(e.bitwise_and(e.ne(remainder, 0), e.ne(e.lt(y, 0), e.lt(remainder, 0))),
-                       e.sub(quotient, 1.0), quotient)
+    quotient = e.where(
+        e.bitwise_and(e.ne(remainder, 0), e.ne(e.lt(y, 0), e.lt(remainder, 0))),
+        e.sub(quotient, 1.0),
+        quotient,
+    )
     floored = e.floor(quotient)
     floored = e.where(e.gt(e.sub(quotient, floored), 0.5), e.add(floored, 1.0), floored)
     # Division by zero: eager gives a / b (inf or nan) rather than the fmod formula's nan.
@@ -142,14 +178,22 @@ def _binary(prim: str, kind: PromotionKind = DEFAULT):
 
 
 for _name, _prim, _kind in (
-    ("remainder", "remainder", DEFAULT), ("fmod", "fmod", DEFAULT), ("maximum", "maximum", NO_OPMATH),
-    ("minimum", "minimum", NO_OPMATH), ("bitwise_and", "bitwise_and", DEFAULT),
-    ("bitwise_or", "bitwise_or", DEFAULT), ("bitwise_xor", "bitwise_xor", DEFAULT),
-    ("eq", "eq", ALWAYS_BOOL), ("ne", "ne", ALWAYS_BOOL), ("lt", "lt", ALWAYS_BOOL), ("le", "le", ALWAYS_BOOL),
-    ("gt", "gt", ALWAYS_BOOL), ("ge", "ge", ALWAYS_BOOL),
+    ("remainder", "remainder", DEFAULT),
+    ("fmod", "fmod", DEFAULT),
+    ("bitwise_and", "bitwise_and", DEFAULT),
+    ("bitwise_or", "bitwise_or", DEFAULT),
+    ("bitwise_xor", "bitwise_xor", DEFAULT),
+    ("eq", "eq", ALWAYS_BOOL),
+    ("ne", "ne", ALWAYS_BOOL),
+    ("lt", "lt", ALWAYS_BOOL),
+    ("le", "le", ALWAYS_BOOL),
+    ("gt", "gt", ALWAYS_BOOL),
+    ("ge", "ge", ALWAYS_BOOL),
 ):
     register_decomposition(f"aten.{_name}.Tensor", f"aten.{_name}.Scalar")(_binary(_prim, _kind))
 register_decomposition("aten.atan2.default")(_binary("atan2", INT_TO_FLOAT))
+register_decomposition("aten.maximum.default")(_binary("maximum", NO_OPMATH))
+register_decomposition("aten.minimum.default")(_binary("minimum", NO_OPMATH))
 
 
 @register_decomposition("aten.pow.Tensor_Tensor", "aten.pow.Tensor_Scalar", "aten.pow.Scalar")
@@ -158,8 +202,12 @@ def pow_(e, a, b):
         # Eager special-cases these exponents; the same formulas keep results identical.
         floating = dtype_category(result_type(a, b)) == "float"
         special = {
-            2: lambda x: e.mul(x, x), 3: lambda x: e.mul(e.mul(x, x), x), 1: lambda x: e.clone(x),
-            0.5: lambda x: e.sqrt(x), -0.5: lambda x: e.rsqrt(x), -1: lambda x: e.reciprocal(x),
+            2: lambda x: e.mul(x, x),
+            3: lambda x: e.mul(e.mul(x, x), x),
+            1: lambda x: e.clone(x),
+            0.5: lambda x: e.sqrt(x),
+            -0.5: lambda x: e.rsqrt(x),
+            -1: lambda x: e.reciprocal(x),
             -2: lambda x: e.reciprocal(e.mul(x, x)),
         }
         if b in special and (floating or b in (1, 2, 3)):
@@ -174,7 +222,8 @@ def _as_bool(e, x):
 @register_decomposition("aten.logical_and.default", "aten.logical_or.default", "aten.logical_xor.default")
 def logical_binary(e, a, b):
     prim = {"logical_and": "bitwise_and", "logical_or": "bitwise_or", "logical_xor": "bitwise_xor"}[
-        e.current_op.split(".")[1]]
+        e.current_op.split(".")[1]
+    ]
     shape = e.shape_of(a, b)
     x, y = (e.broadcast_to(_as_bool(e, v), shape) for v in (a, b))
     return e.prim(f"prims.{prim}", x, y)
@@ -182,10 +231,15 @@ def logical_binary(e, a, b):
 
 # ---- where, clamp, masked_fill ------------------------------------------------------------------------
 
-@register_decomposition("aten.where.self", "aten.where.ScalarSelf", "aten.where.ScalarOther", "aten.where.Scalar")
+
+@register_decomposition(
+    "aten.where.self", "aten.where.ScalarSelf", "aten.where.ScalarOther", "aten.where.Scalar"
+)
 def where(e, condition, a, b):
     shape = e.shape_of(condition, a, b)
     condition = e.broadcast_to(condition, shape)
+    if not e.is_tensor(a) and not e.is_tensor(b):  # two scalars: the result dtype is theirs
+        a = e.full(list(shape), a, dtype=result_type(a, b), device=e.type(condition).device)
     return e.pointwise(lambda x, y: e.where(condition, x, y), a, b, kind=NO_OPMATH, shape=shape)
 
 
@@ -233,9 +287,11 @@ def masked_fill(e, a, mask, value):
 
 # ---- conversion and copies ------------------------------------------------------------------------------
 
-@register_decomposition("aten._to_copy.default")
-def to_copy(e, a, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False,
-            memory_format=None):
+
+@register_decomposition("aten._to_copy.default", declines="copies to another device")
+def to_copy(
+    e, a, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None
+):
     t = e.type(a)
     if device is not None and str(torch.device(device)) != t.device:
         return KEEP  # moving between devices is the backend's business, not a prim

@@ -134,8 +134,9 @@ def std(e, a, dim=None, *, correction=None, keepdim=False):
     return keep_dims(e, out, dims, 0) if keepdim else out
 
 
-@register_decomposition("aten.any.default", "aten.any.dim", "aten.any.dims", "aten.all.default", "aten.all.dim",
-                        "aten.all.dims")
+@register_decomposition(
+    "aten.any.default", "aten.any.dim", "aten.any.dims", "aten.all.default", "aten.all.dim", "aten.all.dims"
+)
 def any_all(e, a, dim=None, keepdim=False):
     t = e.type(a)
     dims = normalize_dims(e, a, dim)
@@ -153,7 +154,6 @@ def any_all(e, a, dim=None, keepdim=False):
 
 @register_decomposition("aten.cumsum.default")
 def cumsum(e, a, dim, *, dtype=None):
-    t = e.type(a)
     d = normalize_dims(e, a, dim)
     work, dtype = _accumulate(e, a, dtype)
     return e.to(e.cumsum(work, d[0] if d else 0), dtype)
@@ -235,3 +235,17 @@ def log_softmax_backward(e, grad_output, output, dim, input_dtype):
     else:
         total = g
     return e.to(e.sub(g, e.mul(e.exp(y), total)), input_dtype)
+
+
+@register_decomposition("aten._safe_softmax.default")
+def safe_softmax(e, a, dim, dtype=None):
+    """softmax, but 0 (not nan) along rows that are entirely -inf (fully masked attention rows)."""
+    t = e.type(a)
+    x = e.to(a, dtype) if dtype is not None else a
+    out = softmax(e, x, dim, False)
+    dims = normalize_dims(e, a, dim)
+    if not dims:
+        return out
+    masked = e.amin(e.eq(a, -float("inf")) if t.dtype.is_floating_point else e.ne(a, a), dims)
+    masked = e.broadcast_in_dim(masked, list(t.shape), [i for i in range(t.rank) if i not in dims])
+    return e.where(masked, 0.0, out)

@@ -22,10 +22,7 @@ def _dim(x) -> Dim:
 
 
 def _wrap(dim: int, rank: int) -> int:
-    return normalize_dims_int(dim, rank)
-
-
-def normalize_dims_int(dim: int, rank: int) -> int:
+    """A non-negative dim (a 0-d tensor accepts 0 and -1)."""
     wrapped = dim + max(rank, 1) if dim < 0 else dim
     if not 0 <= wrapped < max(rank, 1):
         raise DecompositionError(f"dim {dim} out of range for rank {rank}")
@@ -155,7 +152,9 @@ def stack(e, tensors, dim=0):
     return cat(e, [e.expand_dims(x, [d]) for x in tensors], d)
 
 
-@register_decomposition("aten.split.Tensor", "aten.split_with_sizes.default")
+@register_decomposition(
+    "aten.split.Tensor", "aten.split_with_sizes.default", declines="an int split size over a symbolic dim"
+)
 def split(e, a, split_size, dim=0):
     t = e.type(a)
     d = _wrap(dim, t.rank)
@@ -175,7 +174,7 @@ def split(e, a, split_size, dim=0):
     return tuple(pieces)
 
 
-@register_decomposition("aten.unbind.int")
+@register_decomposition("aten.unbind.int", declines="a symbolic dim")
 def unbind(e, a, dim=0):
     t = e.type(a)
     d = _wrap(dim, t.rank)
@@ -196,10 +195,17 @@ def constant_pad_nd(e, a, pad, value=0):
         lo, hi = pads[2 * d], pads[2 * d + 1]
         if (isinstance(lo, int) and lo < 0) or (isinstance(hi, int) and hi < 0):
             size = e.type(x).shape[d]
-            x = e.slice(x, d, -lo if isinstance(lo, int) and lo < 0 else 0,
-                        normalize_dim(size + hi) if isinstance(hi, int) and hi < 0 else size, 1)
-            pads[2 * d], pads[2 * d + 1] = max(lo, 0) if isinstance(lo, int) else lo, \
-                max(hi, 0) if isinstance(hi, int) else hi
+            x = e.slice(
+                x,
+                d,
+                -lo if isinstance(lo, int) and lo < 0 else 0,
+                normalize_dim(size + hi) if isinstance(hi, int) and hi < 0 else size,
+                1,
+            )
+            pads[2 * d], pads[2 * d + 1] = (
+                max(lo, 0) if isinstance(lo, int) else lo,
+                max(hi, 0) if isinstance(hi, int) else hi,
+            )
     if t.dtype == torch.bool:
         value = bool(value)
     elif not t.dtype.is_floating_point and isinstance(value, float):
@@ -216,6 +222,7 @@ def flip(e, a, dims):
 
 
 # ---- creation -------------------------------------------------------------------------------------------
+
 
 def _fill(e, shape, value, dtype, device):
     dtype = dtype or (torch.int64 if isinstance(value, int) else torch.get_default_dtype())
@@ -237,7 +244,9 @@ def full(e, size, fill_value, *, dtype=None, layout=None, device=None, pin_memor
 
 @register_decomposition("aten.zeros.default", "aten.ones.default")
 def zeros_ones(e, size, *, dtype=None, layout=None, device=None, pin_memory=None):
-    return _fill(e, size, int(e.current_op.startswith("aten.ones")), dtype or torch.get_default_dtype(), device)
+    return _fill(
+        e, size, int(e.current_op.startswith("aten.ones")), dtype or torch.get_default_dtype(), device
+    )
 
 
 @register_decomposition("aten.scalar_tensor.default")
@@ -245,8 +254,9 @@ def scalar_tensor(e, s, *, dtype=None, layout=None, device=None, pin_memory=None
     return _fill(e, [], s, dtype or torch.get_default_dtype(), device)
 
 
-@register_decomposition("aten.full_like.default", "aten.zeros_like.default", "aten.ones_like.default",
-                        "aten.empty_like.default")
+@register_decomposition(
+    "aten.full_like.default", "aten.zeros_like.default", "aten.ones_like.default", "aten.empty_like.default"
+)
 def like(e, a, fill_value=None, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
     t = e.type(a)
     op = e.current_op.split(".")[1]
@@ -254,8 +264,9 @@ def like(e, a, fill_value=None, *, dtype=None, layout=None, device=None, pin_mem
     return _fill(e, t.shape, value, dtype or t.dtype, device or t.device)
 
 
-@register_decomposition("aten.new_zeros.default", "aten.new_ones.default", "aten.new_full.default",
-                        "aten.new_empty.default")
+@register_decomposition(
+    "aten.new_zeros.default", "aten.new_ones.default", "aten.new_full.default", "aten.new_empty.default"
+)
 def new_filled(e, a, size, fill_value=None, *, dtype=None, layout=None, device=None, pin_memory=None):
     t = e.type(a)
     op = e.current_op.split(".")[1]
@@ -265,8 +276,11 @@ def new_filled(e, a, size, fill_value=None, *, dtype=None, layout=None, device=N
 
 @register_decomposition("aten.empty.memory_format")
 def empty(e, size, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
-    return e.empty([_dim(s) for s in size], dtype=dtype or torch.get_default_dtype(),
-                   device=str(torch.device(device or "cpu")))
+    return e.empty(
+        [_dim(s) for s in size],
+        dtype=dtype or torch.get_default_dtype(),
+        device=str(torch.device(device or "cpu")),
+    )
 
 
 @register_decomposition("aten.arange.start_step", "aten.arange.start", "aten.arange.default")
@@ -289,3 +303,68 @@ def arange(e, start, end=None, step=1, *, dtype=None, layout=None, device=None, 
         index = e.iota(length, 0, 1, dtype=torch.float64, device=device)
         return e.to(e.add(e.mul(index, float(step)), float(start)), dtype)
     return e.iota(length, start, step, dtype=dtype, device=device)
+
+
+@register_decomposition("aten.repeat.default")
+def repeat(e, a, repeats):
+    t = e.type(a)
+    repeats = [_dim(r) for r in repeats]
+    shape = [1] * (len(repeats) - t.rank) + list(t.shape)
+    # Broadcast each dim s to (r, s) and merge: row-major order repeats whole blocks, as repeat does.
+    expanded = [d for r, s in zip(repeats, shape) for d in (r, s)]
+    source = e.reshape(a, shape) if len(shape) != t.rank else a
+    spread = e.broadcast_in_dim(source, expanded, [2 * i + 1 for i in range(len(shape))])
+    return e.reshape(spread, [normalize_dim(r * s) for r, s in zip(repeats, shape)])
+
+
+@register_decomposition("aten.slice_backward.default")
+def slice_backward(e, grad, input_sizes, dim, start, end, step):
+    g = e.type(grad)
+    shape = [_dim(s) for s in input_sizes]
+    d = _wrap(dim, len(shape))
+    size = shape[d]
+    lo = _clamp_bound(start, size, 0)
+    if step == 1:
+        pads = [0] * (2 * len(shape))
+        pads[2 * d], pads[2 * d + 1] = lo, normalize_dim(size - lo - g.shape[d])
+        return e.pad(grad, pads, 0.0 if g.dtype.is_floating_point else 0)
+    positions = e.iota(g.shape[d], lo, step, dtype=torch.int64, device=g.device)
+    zeros = e.full(shape, 0.0 if g.dtype.is_floating_point else 0, dtype=g.dtype, device=g.device)
+    return e.index_put(zeros, [None] * d + [positions], grad, False)
+
+
+@register_decomposition("aten.select_backward.default")
+def select_backward(e, grad, input_sizes, dim, index):
+    g = e.type(grad)
+    shape = [_dim(s) for s in input_sizes]
+    d = _wrap(dim, len(shape))
+    index = _dim(index)
+    if isinstance(index, int) and index < 0:
+        index = normalize_dim(shape[d] + index)
+    pads = [0] * (2 * len(shape))
+    pads[2 * d], pads[2 * d + 1] = index, normalize_dim(shape[d] - index - 1)
+    return e.pad(e.expand_dims(grad, [d]), pads, 0.0 if g.dtype.is_floating_point else 0)
+
+
+@register_decomposition("aten.tril.default", "aten.triu.default")
+def tril_triu(e, a, diagonal=0):
+    t = e.type(a)
+    rows, cols = t.shape[-2:]
+    r = e.iota(rows, 0, 1, dtype=torch.int64, device=t.device)
+    c = e.iota(cols, 0, 1, dtype=torch.int64, device=t.device)
+    # tril keeps col - row <= diagonal; triu keeps col - row >= diagonal.
+    offset = e.sub(e.broadcast_in_dim(c, [rows, cols], [1]), e.broadcast_in_dim(r, [rows, cols], [0]))
+    keep = e.le(offset, diagonal) if e.current_op.startswith("aten.tril") else e.ge(offset, diagonal)
+    keep = e.broadcast_in_dim(keep, list(t.shape), [t.rank - 2, t.rank - 1])
+    zero = False if t.dtype == torch.bool else (0.0 if t.dtype.is_floating_point else 0)
+    return e.where(keep, a, zero)
+
+
+@register_decomposition("aten.empty_strided.default")
+def empty_strided(e, size, stride, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return e.empty_strided(
+        [_dim(s) for s in size],
+        [_dim(s) for s in stride],
+        dtype=dtype or torch.get_default_dtype(),
+        device=str(torch.device(device or "cpu")),
+    )

@@ -34,8 +34,9 @@ def assert_close(actual: torch.Tensor, expected: torch.Tensor, *, what: str, sca
         assert torch.equal(actual, expected), f"{what}: values differ\n{actual}\n{expected}"
         return
     rtol, atol = TOLERANCES[actual.dtype]
-    torch.testing.assert_close(actual, expected, rtol=rtol * scale, atol=atol * scale, equal_nan=True, msg=lambda m:
-                               f"{what}: {m}")
+    torch.testing.assert_close(
+        actual, expected, rtol=rtol * scale, atol=atol * scale, equal_nan=True, msg=lambda m: f"{what}: {m}"
+    )
 
 
 def from_numpy(result, dtype: torch.dtype) -> torch.Tensor:
@@ -61,7 +62,9 @@ def assert_decomposition_close(
     if bool(same.all()):
         return
     nan_mismatch = torch.isnan(actual) != torch.isnan(eager)
-    assert not bool(nan_mismatch.any()), f"{what}: nan where eager has none (or the reverse)\n{actual}\n{eager}"
+    assert not bool(nan_mismatch.any()), (
+        f"{what}: nan where eager has none (or the reverse)\n{actual}\n{eager}"
+    )
     ref = reference.to(torch.float64)
     finite = torch.isfinite(ref)
     inf_mismatch = ~finite & ~torch.isnan(ref) & (actual.double() != ref)
@@ -75,6 +78,7 @@ def assert_decomposition_close(
         worst = int(torch.argmax(torch.where(bad, err_actual - err_eager, 0).flatten()))
         raise AssertionError(
             f"{what}: {int(bad.sum())} elements are farther from float64 than eager; worst at flat index "
-            f"{worst}: decomposed {actual.flatten()[worst].item()!r}, eager {eager.flatten()[worst].item()!r}, "
+            f"{worst}: decomposed {actual.flatten()[worst].item()!r}, "
+            f"eager {eager.flatten()[worst].item()!r}, "
             f"float64 {ref.flatten()[worst].item()!r}"
         )

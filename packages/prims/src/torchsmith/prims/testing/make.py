@@ -7,7 +7,15 @@ import torch
 from torchsmith.ir import ArgList, Graph, GraphBuilder
 from torchsmith.ir.types import TensorType
 
-ALL_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int64, torch.int32, torch.bool)
+ALL_DTYPES = (
+    torch.float32,
+    torch.float64,
+    torch.bfloat16,
+    torch.float16,
+    torch.int64,
+    torch.int32,
+    torch.bool,
+)
 FLOAT_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 INT_DTYPES = (torch.int64, torch.int32)
 
@@ -49,7 +57,9 @@ class Sample:
         return found
 
 
-def make_tensor(shape, dtype, *, seed: int, low: float = -3.0, high: float = 3.0, noncontiguous: bool = False):
+def make_tensor(
+    shape, dtype, *, seed: int, low: float = -3.0, high: float = 3.0, noncontiguous: bool = False
+):
     """A deterministic random tensor; integers are drawn from [low, high], bools are fair coins.
     `noncontiguous` returns a transposed view with the same shape and values drawn likewise."""
     generator = torch.Generator().manual_seed(seed)
@@ -82,7 +92,9 @@ def one_node_graph(op: str, sample: Sample, *, symbolic: bool = False) -> tuple[
         if isinstance(a, torch.Tensor):
             t = TensorType.of(a).replace(requires_grad=False, strides=tuple(a.stride()))
             if symbolic:
-                shape = tuple(symbols.setdefault(s, symbol(f"s{len(symbols)}")) if s >= 2 else s for s in a.shape)
+                shape = tuple(
+                    symbols.setdefault(s, symbol(f"s{len(symbols)}")) if s >= 2 else s for s in a.shape
+                )
                 t = TensorType.make(shape, a.dtype, str(a.device))
             inputs.append(a)
             return builder.input(f"x{len(inputs) - 1}", t)

@@ -1,0 +1,245 @@
+"""Symbolic sizes: lower a graph whose input types carry size symbols (`f32[s0, 64]`) once for all sizes.
+
+Meta tensors need concrete sizes, so the graph is lowered three times: at the example inputs' sizes
+and at two other hint sizes where every symbol is scaled by a different factor (scaling keeps any
+divisibility the program relies on). The three results must have the same structure; every int
+that differs between them (in a type, an argument or an output view) is re-expressed as
+`a*m + b` or `(n*m) // d + b`, with `m` a symbol or a product of two, and checked on all three.
+
+When anything differs in structure (a size-dependent branch), does not fit, or a symbol is 0 or 1
+in the example (those are always specialized), `lower_symbolic` returns None and the caller lowers
+for the concrete sizes instead, which is always correct.
+
+Symbols the backward needs but cannot read from its tensor inputs' shapes are passed to it as
+saved ints (`aten.sym_size.int` in the forward).
+"""
+
+import itertools
+from fractions import Fraction
+
+import sympy
+import torch
+
+from torchsmith.autograd_aot.errors import AotAutogradError
+from torchsmith.autograd_aot.pipeline import Lowered, lower
+from torchsmith.autograd_aot.trace import OutputSpec
+from torchsmith.ir import ArgList, Graph, Node, Slice, SymIntType, TensorType, Value, evaluate, symbol
+from torchsmith.ir.interpreter import bind_symbols
+from torchsmith.ir.symbolic import floordiv
+
+_PRIMES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37)
+
+
+class _NoFit(Exception):
+    """The lowered graphs differ in a way that is not an affine function of the symbols."""
+
+
+def input_symbols(graph: Graph) -> dict[str, tuple[int, int]]:
+    """Each bare size symbol of the graph's tensor inputs -> (input index, dim) where it first appears."""
+    found: dict[str, tuple[int, int]] = {}
+    for i, value in enumerate(graph.inputs):
+        if isinstance(value.type, TensorType):
+            for d, dim in enumerate(value.type.shape):
+                if isinstance(dim, sympy.Symbol):
+                    found.setdefault(dim.name, (i, d))
+    return found
+
+
+class _Fitter:
+    """Re-expresses the ints of three lowerings as expressions over the symbols."""
+
+    def __init__(self, hints: list[dict[str, int]]):
+        self.hints = hints
+        names = sorted(hints[0])
+        monomials = [(n,) for n in names] + list(itertools.combinations_with_replacement(names, 2))
+        self.monomials = [
+            (sympy.Mul(*(symbol(n) for n in m)), [self._value(m, h) for h in hints]) for m in monomials
+        ]
+        self.cache: dict[tuple[int, ...], object] = {}
+
+    @staticmethod
+    def _value(monomial, hint) -> int:
+        result = 1
+        for name in monomial:
+            result *= hint[name]
+        return result
+
+    def fit(self, values: tuple[int, ...]):
+        if values in self.cache:
+            return self.cache[values]
+        for expr, m in self.monomials:
+            if m[1] == m[0]:
+                continue
+            a = Fraction(values[1] - values[0], m[1] - m[0])
+            b = values[0] - a * m[0]
+            if a == 0 or b.denominator != 1 or any(a * mi + b != v for mi, v in zip(m, values)):
+                continue
+            if a.denominator == 1:
+                result = int(a) * expr + int(b)
+            elif all((a.numerator * mi) % a.denominator == 0 for mi in m):
+                result = floordiv(a.numerator * expr, a.denominator) + int(b)
+            else:
+                continue
+            self.cache[values] = result
+            return result
+        raise _NoFit(f"size {values[0]} is not an affine function of the symbols")
+
+
+def _merge(first, others: list, fitter: _Fitter):
+    """`first` with every int that differs in `others` replaced by its symbolic expression."""
+    if isinstance(first, bool) or first is None or not isinstance(first, (int, Value, TensorType, SymIntType,
+                                                                          tuple, Slice, Node, OutputSpec)):
+        if any(o != first for o in others):
+            raise _NoFit(f"{first!r} differs between hint sizes")
+        return first
+    if any(type(o) is not type(first) for o in others):
+        raise _NoFit("structure differs between hint sizes")
+    if isinstance(first, int):
+        values = (first, *others)
+        return first if len(set(values)) == 1 else fitter.fit(values)
+    if isinstance(first, Value):
+        if any(o.name != first.name for o in others):
+            raise _NoFit(f"value %{first.name} differs between hint sizes")
+        return Value(first.name, _merge(first.type, [o.type for o in others], fitter))
+    if isinstance(first, TensorType):
+        key = lambda t: (t.dtype, t.device, t.requires_grad, t.rank)
+        if any(key(o) != key(first) for o in others):
+            raise _NoFit("tensor types differ between hint sizes")
+        shape = _merge(first.shape, [o.shape for o in others], fitter)
+        strides = _merge(first.strides, [o.strides for o in others], fitter)
+        return TensorType(shape, first.dtype, first.device, strides, first.requires_grad)
+    if isinstance(first, SymIntType):
+        return SymIntType(_merge(first.expr, [o.expr for o in others], fitter))
+    if isinstance(first, tuple):
+        if any(len(o) != len(first) for o in others):
+            raise _NoFit("argument lists differ in length between hint sizes")
+        items = [_merge(x, [o[i] for o in others], fitter) for i, x in enumerate(first)]
+        return ArgList(items) if isinstance(first, ArgList) else tuple(items)
+    if isinstance(first, Slice):
+        fields = ("start", "stop", "step")
+        return Slice(*(_merge(getattr(first, f), [getattr(o, f) for o in others], fitter) for f in fields))
+    if isinstance(first, Node):
+        if any(o.op != first.op for o in others):
+            raise _NoFit(f"{first.op} differs between hint sizes")
+        return Node(first.op, _merge(first.args, [o.args for o in others], fitter),
+                    _merge(first.kwargs, [o.kwargs for o in others], fitter),
+                    _merge(first.outputs, [o.outputs for o in others], fitter), first.source)
+    # OutputSpec: the chain of view nodes may hold sizes.
+    if any((o.kind, o.index, o.value) != (first.kind, first.index, first.value) for o in others):
+        raise _NoFit("output structure differs between hint sizes")
+    chains = [tuple(node for node, _ in o.chain) for o in others]
+    nodes = _merge(tuple(node for node, _ in first.chain), chains, fitter)
+    return OutputSpec(first.kind, first.index, tuple(zip(nodes, (i for _, i in first.chain))), first.value)
+
+
+def _merge_graph(first: Graph, others: list[Graph], fitter: _Fitter) -> Graph:
+    return first.replace(
+        inputs=_merge(first.inputs, [g.inputs for g in others], fitter),
+        nodes=_merge(first.nodes, [g.nodes for g in others], fitter),
+        outputs=_merge(first.outputs, [g.outputs for g in others], fitter),
+    )
+
+
+def _hint_inputs(graph: Graph, example_inputs, hint: dict[str, int]) -> list:
+    inputs = []
+    for value, x in zip(graph.inputs, example_inputs):
+        t = value.type
+        if isinstance(t, TensorType):
+            shape = [evaluate(d, hint) for d in t.shape]
+            strides = [evaluate(s, hint) for s in t.strides]
+            meta = torch.empty_strided(shape, strides, dtype=x.dtype, device="meta")
+            inputs.append(meta.requires_grad_(x.requires_grad))
+        elif isinstance(t, SymIntType):
+            inputs.append(evaluate(t.expr, hint))
+        else:
+            inputs.append(x)
+    return inputs
+
+
+def _bindable(graph_inputs) -> set[str]:
+    """Symbols the interpreter can read off these inputs (bare dims and SymInt inputs)."""
+    names = set()
+    for v in graph_inputs:
+        dims = v.type.shape + v.type.strides if isinstance(v.type, TensorType) else (
+            (v.type.expr,) if isinstance(v.type, SymIntType) else ())
+        names.update(d.name for d in dims if isinstance(d, sympy.Symbol))
+    return names
+
+
+def _used_symbols(graph: Graph) -> set[str]:
+    used = set()
+    for v in graph.values():
+        used |= set(v.type.free_symbols)
+    return used
+
+
+def _pass_symbols_to_backward(lowered: Lowered, symbols: dict[str, tuple[int, int]]) -> Lowered:
+    """Save the symbols the backward cannot read from its own inputs as ints."""
+    if lowered.backward is None:
+        return lowered
+    missing = sorted(_used_symbols(lowered.backward) - _bindable(lowered.backward.inputs))
+    if not missing:
+        return lowered
+    forward, backward = lowered.forward, lowered.backward
+    taken = {v.name for g in (forward, backward) for v in g.values()}
+    nodes, saved = list(forward.nodes), []
+    for name in missing:
+        index, dim = symbols[name]
+        out_name = next(f"{name}_size{'' if n == 0 else n}" for n in itertools.count() if
+                        f"{name}_size{'' if n == 0 else n}" not in taken)
+        value = Value(out_name, SymIntType(symbol(name)))
+        nodes.append(Node("aten.sym_size.int", (forward.inputs[index], dim), (), (value,)))
+        saved.append(value)
+    split = lowered.num_saved
+    forward = forward.replace(nodes=tuple(nodes), outputs=forward.outputs + tuple(saved))
+    backward = backward.replace(inputs=backward.inputs[:split] + tuple(saved) + backward.inputs[split:])
+    num_saved = split + len(saved)
+    return Lowered(lowered.traced, lowered.mutated_inputs, forward, backward, num_saved, lowered.report)
+
+
+def lower_symbolic(graph: Graph, example_inputs, *, training: bool, decompose=None) -> Lowered | None:
+    """Lower `graph` once for every value of its size symbols, or None when that is not possible
+    (see the module docstring); the caller then lowers for the concrete sizes."""
+    symbols = input_symbols(graph)
+    try:
+        bindings = bind_symbols(graph, example_inputs)
+    except Exception:
+        return None
+    if not symbols or any(bindings.get(name, 0) < 2 for name in symbols):
+        return None
+    names = sorted(symbols)
+    hints = [{n: bindings[n] for n in names}]
+    for offset in (0, 1):
+        hints.append({n: bindings[n] * _PRIMES[(i + offset) % len(_PRIMES)] for i, n in enumerate(names)})
+    for value, x in zip(graph.inputs, example_inputs):
+        if isinstance(value.type, TensorType) and [evaluate(s, bindings) for s in value.type.strides] != list(
+            x.stride()
+        ):
+            return None  # the trace at other sizes would not see the example's layout
+    device = next((str(x.device) for x in example_inputs if isinstance(x, torch.Tensor)), "cpu")
+    try:
+        first = lower(graph, example_inputs, training=training, decompose=decompose)
+        saved = [v.name for v in first.forward.outputs[len(first.forward.outputs) - first.num_saved:]]
+        others = [
+            lower(graph, _hint_inputs(graph, example_inputs, hint), training=training, decompose=decompose,
+                  device=device, saved_names=saved if first.backward is not None else None)
+            for hint in hints[1:]
+        ]
+        fitter = _Fitter(hints)
+        if any(o.mutated_inputs != first.mutated_inputs or (o.backward is None) != (first.backward is None)
+               or o.traced.differentiable_outputs != first.traced.differentiable_outputs for o in others):
+            raise _NoFit("programs differ between hint sizes")
+        forward = _merge_graph(first.forward, [o.forward for o in others], fitter)
+        backward = None
+        if first.backward is not None:
+            backward = _merge_graph(first.backward, [o.backward for o in others], fitter)
+        specs = _merge(first.traced.output_specs, [o.traced.output_specs for o in others], fitter)
+    except (_NoFit, AotAutogradError):
+        return None
+    traced = first.traced.__class__(
+        first.traced.graph, first.traced.num_inputs, first.traced.num_outputs, specs,
+        first.traced.differentiable_outputs, first.traced.grad_inputs,
+    )
+    lowered = Lowered(traced, first.mutated_inputs, forward, backward, first.num_saved, first.report)
+    return _pass_symbols_to_backward(lowered, symbols)
+

@@ -1,0 +1,102 @@
+"""Tracing torch-level graphs to ATen, and the text of the graphs the pipeline produces."""
+
+import pytest
+import torch
+
+from torchsmith.autograd_aot import TraceError, aot_compile, aot_eager, interpreter_compiler, trace
+from torchsmith.ir import GraphBuilder, Node, interpret
+
+FORWARD = """\
+graph block_forward(%x: f32[4, 3] cpu, %w: f32[5, 3] cpu grad, %b: f32[5] cpu grad):
+  %t: f32[3, 5]{1, 3} cpu = aten.t.default(%w)  # model.py:7
+  %addmm: f32[4, 5] cpu = aten.addmm.default(%b, %x, %t)  # model.py:7
+  %relu: f32[4, 5] cpu = aten.relu.default(%addmm)  # model.py:8
+  %sigmoid: f32[4, 5] cpu = aten.sigmoid.default(%relu)  # model.py:9
+  return (%sigmoid, %x, %relu)"""
+
+# sigmoid is recomputed from the saved relu instead of being saved too.
+BACKWARD = """\
+graph block_backward(%x: f32[4, 3] cpu, %relu: f32[4, 5] cpu, %tangent_0: f32[4, 5] cpu):
+  %sigmoid: f32[4, 5] cpu = aten.sigmoid.default(%relu)  # model.py:9
+  %sigmoid_backward: f32[4, 5] cpu = aten.sigmoid_backward.default(%tangent_0, %sigmoid)
+  %threshold_backward: f32[4, 5] cpu = aten.threshold_backward.default(%sigmoid_backward, %relu, 0)
+  %t_1: f32[5, 4]{1, 5} cpu = aten.t.default(%threshold_backward)
+  %mm: f32[5, 3] cpu = aten.mm.default(%t_1, %x)
+  %t_2: f32[3, 5]{1, 3} cpu = aten.t.default(%mm)
+  %sum: f32[1, 5] cpu = aten.sum.dim_IntList(%threshold_backward, [0], True)
+  %view: f32[5] cpu = aten.view.default(%sum, [5])
+  %t_3: f32[5, 3] cpu = aten.t.default(%t_2)
+  return (%t_3, %view)"""
+
+
+def block_graph():
+    b = GraphBuilder("block")
+    x, w = b.input("x", "f32[4, 3] cpu"), b.input("w", "f32[5, 3] cpu grad")
+    bias = b.input("b", "f32[5] cpu grad")
+    h = b.op("torch.nn.functional.linear", x, w, bias, source="model.py:7")
+    return b.build(b.op("torch.sigmoid", b.op("torch.relu", h, source="model.py:8"), source="model.py:9"))
+
+
+def block_inputs():
+    return [torch.randn(4, 3), torch.randn(5, 3, requires_grad=True), torch.randn(5, requires_grad=True)]
+
+
+def text(graph) -> str:
+    return "\n".join(line for line in str(graph).splitlines() if not line.startswith("# stamp"))
+
+
+def test_forward_and_backward_text():
+    program = aot_eager(block_graph(), block_inputs()).last_program
+    assert text(program.forward_graph) == FORWARD
+    assert text(program.backward_graph) == BACKWARD
+    assert program.report.saved_bytes == 4 * 5 * 4 and program.report.save_all_bytes == 2 * 4 * 5 * 4
+    assert [s.pass_name for s in program.forward_graph.stamps] == ["functionalize", "partition"]
+
+
+def test_inference_trace_has_no_tangents_or_grads():
+    traced = trace(block_graph(), block_inputs(), training=False)
+    assert traced.graph.ops() == ["aten.t.default", "aten.addmm.default", "aten.relu.default",
+                                  "aten.sigmoid.default"]
+    assert len(traced.graph.inputs) == 3 and not traced.is_training
+    assert interpret(traced.graph, *block_inputs())[0].shape == (4, 5)
+
+
+def test_joint_trace_adds_tangents_and_gradients():
+    traced = trace(block_graph(), block_inputs(), training=True)
+    assert [v.name for v in traced.graph.inputs] == ["x", "w", "b", "tangent_0"]
+    assert traced.grad_inputs == (1, 2)
+    assert len(traced.graph.outputs) == 1 + 2
+    assert "aten.threshold_backward.default" in traced.graph.ops()
+
+
+def test_factory_ops_record_the_real_device():
+    b = GraphBuilder("factory")
+    x = b.input("x", "f32[3] cpu")
+    graph = b.build(b.op("torch.add", x, b.op("torch.ones", 3, device=torch.device("cpu"))))
+    traced = trace(graph, [torch.randn(3)], training=False)
+    assert "meta" not in str(traced.graph)
+    x_value = torch.randn(3)
+    torch.testing.assert_close(aot_eager(graph, [x_value])(x_value)[0], x_value + 1)
+
+
+def test_trace_errors_name_the_torch_node():
+    b = GraphBuilder("bad")
+    x = b.input("x", "f32[3] cpu")
+    graph = b.build(b.op("torch.Tensor.view", x, 2, 2, out_type="f32[2, 2] cpu"))
+    with pytest.raises(TraceError, match=r"torch\.Tensor\.view\(%x, 2, 2\)"):
+        trace(graph, [torch.randn(3)], training=False)
+
+
+def test_decompose_hook_runs_on_the_functional_graph():
+    def relu_to_clamp(graph):
+        nodes = tuple(
+            Node("aten.clamp_min.default", n.args + (0.0,), n.kwargs, n.outputs, n.source)
+            if n.op == "aten.relu.default" else n for n in graph.nodes
+        )
+        return graph.replace(nodes=nodes)
+
+    inputs = block_inputs()
+    fn = aot_compile(block_graph(), inputs, interpreter_compiler, decompose=relu_to_clamp)
+    assert "aten.clamp_min.default" in fn.last_program.forward_graph.ops()
+    assert "decompose" in [s.pass_name for s in fn.last_program.forward_graph.stamps]
+    torch.testing.assert_close(fn(*inputs)[0], interpret(block_graph(), *inputs)[0])

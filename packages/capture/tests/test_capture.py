@@ -1,0 +1,198 @@
+"""Capture end to end: graphs recorded, guards, recompiles, graph breaks, fullgraph."""
+
+import logging
+
+import pytest
+import torch
+
+from torchsmith.capture import FullGraphError, capture
+from torchsmith.capture.resume import resume_code
+
+
+def test_records_torch_dialect_nodes_with_full_types(compile_with, backend):
+    def f(x, w):
+        return torch.nn.functional.relu(x @ w).sum(dim=1) + x.shape[1]
+
+    x, w = torch.randn(3, 4), torch.randn(4, 5, requires_grad=True)
+    out = compile_with(f)(x, w)
+    torch.testing.assert_close(out, f(x, w))
+    (graph,) = backend.graphs
+    assert [n.op for n in graph.nodes] == [
+        "torch.Tensor.__matmul__",
+        "torch.nn.functional.relu",
+        "torch.Tensor.sum",
+        "torch.Tensor.__add__",
+    ]
+    assert str(graph.outputs[0].type) == "f32[3] cpu grad"
+    assert [str(v.type) for v in graph.inputs] == ["f32[3, 4] cpu", "f32[4, 5] cpu grad"]
+
+
+def test_module_parameters_become_graph_inputs(compile_with, backend):
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())
+    compiled = compile_with(model)
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(compiled(x), model(x))
+    (graph,) = backend.graphs
+    assert len(graph.inputs) == 3
+    assert "torch.nn.functional.linear" in graph.ops()
+    assert list(compiled.state_dict()) == list(model.state_dict())
+
+
+def test_same_inputs_hit_the_cache(compile_with, backend):
+    f = compile_with(lambda x: x * 2)
+    for _ in range(3):
+        f(torch.randn(3))
+    assert len(backend.graphs) == 1
+
+
+def test_grad_mode_is_guarded(compile_with, backend):
+    w = torch.randn(3, requires_grad=True)
+    f = compile_with(lambda x: x * w)
+    assert f(torch.randn(3)).requires_grad
+    with torch.no_grad():
+        assert not f(torch.randn(3)).requires_grad
+    assert len(backend.graphs) == 2
+
+
+def test_global_read_is_guarded(compile_with, backend):
+    global SCALE
+    SCALE = 2.0
+
+    def f(x):
+        return x * SCALE
+
+    compiled = compile_with(f)
+    x = torch.ones(2)
+    assert compiled(x).tolist() == [2.0, 2.0]
+    SCALE = 3.0
+    assert compiled(x).tolist() == [3.0, 3.0]
+    assert len(backend.graphs) == 2
+
+
+SCALE = 1.0
+
+
+def test_module_training_flag_is_guarded(compile_with, backend):
+    model = torch.nn.Dropout(0.5)
+    compiled = compile_with(model)
+    x = torch.ones(100)
+    compiled.eval()
+    torch.testing.assert_close(compiled(x), x)
+    compiled.train()
+    out = compiled(x)
+    assert (out == 0).any() and len(backend.graphs) == 2
+
+
+def test_recompile_limit_then_eager_with_one_warning(compile_with, backend, caplog):
+    f = compile_with(lambda x, n: x * n)
+    with caplog.at_level(logging.WARNING, logger="torchsmith.capture"):
+        for n in range(12):
+            assert f(torch.ones(1), n).item() == n
+    assert len(backend.graphs) == 8
+    warnings = [r for r in caplog.records if "recompile limit" in r.getMessage()]
+    assert len(warnings) == 1 and "n" in warnings[0].getMessage()
+
+
+def test_graph_break_splits_and_resumes(compile_with, backend, capsys):
+    def f(x):
+        y = x + 1
+        print("side effect")
+        return y * 2
+
+    compiled = compile_with(f)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), f(x))
+    assert capsys.readouterr().out == "side effect\nside effect\n"
+    assert len(backend.graphs) == 2
+    assert backend.graphs[1].name.startswith("torchsmith_resume_in_f")
+
+
+def test_tensor_branch_compiles_each_path_lazily(compile_with, backend):
+    def f(x):
+        if x.sum() > 0:
+            return x + 1
+        return x - 1
+
+    compiled = compile_with(f)
+    assert compiled(torch.ones(2)).tolist() == [2.0, 2.0]
+    assert len(backend.graphs) == 2
+    assert compiled(-torch.ones(2)).tolist() == [-2.0, -2.0]
+    assert len(backend.graphs) == 3
+
+
+def test_fullgraph_error_names_construct_file_and_line(compile_with):
+    def f(x):
+        y = x.sin()
+        return y * y.max().item()
+
+    with pytest.raises(FullGraphError) as info:
+        compile_with(f, fullgraph=True)(torch.ones(2))
+    message = str(info.value)
+    assert "item" in message and "test_capture.py" in message
+    assert str(f.__code__.co_firstlineno + 2) in message
+
+
+def test_unresumable_break_runs_the_whole_frame_eagerly(compile_with, backend):
+    def f(x):
+        k = 2
+        scale = lambda t: t * k  # noqa: E731 - `k` becomes a cell: no resume function is possible
+        print("cells")
+        return scale(x) + 1
+
+    compiled = compile_with(f)
+    torch.testing.assert_close(compiled(torch.ones(2)), torch.ones(2) * 2 + 1)
+    assert backend.graphs == []
+    assert "cannot resume" in str(compiled.session.records[0].break_reason)
+
+
+def test_resume_code_continues_mid_function():
+    def f(a, b):
+        c = a + b
+        for i in (1, 2):
+            c = c * i
+        return c
+
+    import dis
+    import types
+
+    store = next(ins for ins in dis.get_instructions(f) if ins.opname == "STORE_FAST" and ins.argval == "i")
+    code = resume_code(f.__code__, store.offset, ("iter", "value"))
+    resumed = types.FunctionType(code, globals(), "resumed")
+    # stack: the iterator over what is left, and the item FOR_ITER just pushed
+    assert resumed(1, 2, 3, None, [2], 1) == f(1, 2)
+
+
+def test_break_inside_try_block_keeps_the_handler(compile_with, backend):
+    calls = []
+
+    def f(x, d):
+        try:
+            y = x * 2
+            calls.append(len(calls))
+            print("in try")
+            y = y + d["missing"]
+        except KeyError:
+            y = y - 1
+        return y
+
+    compiled = compile_with(f)
+    torch.testing.assert_close(compiled(torch.ones(2), {}), torch.ones(2))
+    assert calls == [0]
+
+
+def test_capture_does_not_leave_grad_mode_changed(compile_with):
+    def f(x):
+        with torch.no_grad():
+            y = x * 2
+        return y
+
+    compile_with(f)(torch.ones(1, requires_grad=True))
+    assert torch.is_grad_enabled()
+
+
+def test_session_records_guards_and_source(compile_with):
+    compiled = capture(lambda x, k: x * k, lambda g, ex: lambda *a: [a[0] * 3])
+    compiled(torch.ones(2), 3)
+    (record,) = compiled.session.records
+    assert any("L['k'] == 3" in g for g in record.guards)
+    assert "def run(L, G)" in record.source

@@ -1,0 +1,185 @@
+"""Decompositions of matmul, convolution, attention, normalization, embedding, loss and
+indexing ops. Matmul, convolution and attention become the kept library prims."""
+
+import torch
+
+from torchsmith.prims.decompose import KEEP, register_decomposition
+from torchsmith.prims.decompositions.reductions import normalize_dims, reduced_count
+from torchsmith.prims.errors import DecompositionError
+from torchsmith.prims.indexing import indexed_shape
+from torchsmith.prims.promotion import opmath_dtype
+
+# ---- matmul ---------------------------------------------------------------------------------------------
+
+
+@register_decomposition("aten.mm.default")
+def mm(e, a, b):
+    return e.mm(a, b)
+
+
+@register_decomposition("aten.bmm.default")
+def bmm(e, a, b):
+    return e.bmm(a, b)
+
+
+@register_decomposition("aten.addmm.default")
+def addmm(e, bias, a, b, *, beta=1, alpha=1):
+    product = e.mm(a, b)
+    return e.aten(
+        "aten.add.Tensor",
+        e.aten("aten.mul.Tensor", bias, beta) if beta != 1 else bias,
+        e.aten("aten.mul.Tensor", product, alpha) if alpha != 1 else product,
+    )
+
+
+@register_decomposition("aten.linear.default")
+def linear(e, x, weight, bias=None):
+    t = e.type(x)
+    flat = e.reshape(x, [reduced_count(e, x, range(t.rank - 1)), t.shape[-1]]) if t.rank != 2 else x
+    out = e.mm(flat, e.permute(weight, [1, 0]))
+    if bias is not None:
+        out = e.aten("aten.add.Tensor", out, bias)
+    return e.reshape(out, list(t.shape[:-1]) + [e.type(weight).shape[0]]) if t.rank != 2 else out
+
+
+@register_decomposition("aten.convolution.default")
+def convolution(e, x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    return e.convolution(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+
+
+@register_decomposition("aten.scaled_dot_product_attention.default", declines="dropout_p > 0 or enable_gqa")
+def sdpa(
+    e, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False
+):
+    if dropout_p != 0.0 or enable_gqa:
+        return KEEP  # dropout needs the graph's RNG state; grouped-query attention is not a prim yet
+    if attn_mask is not None:
+        shape = list(e.type(query).shape[:-1]) + [e.type(key).shape[-2]]
+        attn_mask = e.broadcast_to(attn_mask, shape)
+    return e.scaled_dot_product_attention(query, key, value, attn_mask, is_causal, scale)
+
+
+# ---- embedding and indexing -------------------------------------------------------------------------------
+
+
+def _index_tensor(e, index, size):
+    """An index as int64, negative entries wrapped by `size`."""
+    index = e.to(index, torch.int64)
+    return e.where(e.lt(index, 0), e.add(index, size), index)
+
+
+@register_decomposition("aten.embedding.default")
+def embedding(e, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    return e.index(weight, [e.to(indices, torch.int64)])
+
+
+@register_decomposition("aten.embedding_dense_backward.default", declines="scale_grad_by_freq=True")
+def embedding_dense_backward(e, grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
+    if scale_grad_by_freq:
+        return KEEP  # needs per-index counts; not decomposed yet
+    g = e.type(grad_output)
+    width = g.shape[-1]
+    count = reduced_count(e, indices, range(e.type(indices).rank))
+    flat_index = e.reshape(e.to(indices, torch.int64), [count])
+    compute = opmath_dtype(g.dtype)
+    flat_grad = e.reshape(e.to(grad_output, compute), [count, width])
+    if padding_idx >= 0:
+        mask = e.broadcast_in_dim(e.eq(flat_index, padding_idx), [count, width], [0])
+        flat_grad = e.where(mask, 0.0, flat_grad)
+    zeros = e.full([num_weights, width], 0.0, dtype=compute, device=g.device)
+    return e.to(e.index_put(zeros, [flat_index], flat_grad, True), g.dtype)
+
+
+@register_decomposition("aten.gather.default")
+def gather(e, a, dim, index, *, sparse_grad=False):
+    d = normalize_dims(e, a, dim)
+    return e.gather(a, d[0] if d else 0, index)
+
+
+@register_decomposition("aten.scatter.src", "aten.scatter.value")
+def scatter(e, a, dim, index, src):
+    d = normalize_dims(e, a, dim)
+    if not e.is_tensor(src):
+        src = e.full(list(e.type(index).shape), src, dtype=e.type(a).dtype, device=e.type(a).device)
+    return e.scatter(a, d[0] if d else 0, index, src)
+
+
+@register_decomposition("aten.scatter_add.default")
+def scatter_add(e, a, dim, index, src):
+    d = normalize_dims(e, a, dim)
+    return e.scatter_add(a, d[0] if d else 0, index, src)
+
+
+def _prepare_indices(e, a, indices):
+    t = e.type(a)
+    prepared = []
+    for position, index in enumerate(indices):
+        if index is None:
+            prepared.append(None)
+            continue
+        if e.type(index).dtype in (torch.bool, torch.uint8):
+            raise DecompositionError(
+                "boolean mask indices have a data-dependent shape; keep aten.index whole"
+            )
+        prepared.append(_index_tensor(e, index, t.shape[position]))
+    shape = e.shape_of(*[i for i in prepared if i is not None])
+    return [None if i is None else e.broadcast_to(i, shape) for i in prepared]
+
+
+@register_decomposition("aten.index.Tensor")
+def index(e, a, indices):
+    return e.index(a, _prepare_indices(e, a, indices))
+
+
+@register_decomposition("aten.index_put.default")
+def index_put(e, a, indices, values, accumulate=False):
+    prepared = _prepare_indices(e, a, indices)
+    shape = indexed_shape("aten.index_put", e.type(a), tuple(prepared))
+    return e.index_put(a, prepared, e.broadcast_to(e.to(values, e.type(a).dtype), shape), accumulate)
+
+
+# ---- loss -------------------------------------------------------------------------------------------------
+
+
+def _nll_weights(e, target, weight, ignore_index, dtype, device):
+    """Per-sample weights: weight[target] (or 1), 0 where target == ignore_index; and a safe target."""
+    ignored = e.eq(target, ignore_index)
+    safe = e.where(ignored, 0, target)
+    w = (
+        e.index(weight, [safe])
+        if weight is not None
+        else e.full(list(e.type(target).shape), 1.0, dtype=dtype, device=device)
+    )
+    return e.where(ignored, 0.0, w), safe
+
+
+@register_decomposition("aten.nll_loss_forward.default")
+def nll_loss_forward(e, x, target, weight, reduction, ignore_index):
+    t = e.type(x)
+    target = e.to(target, torch.int64)
+    w, safe = _nll_weights(e, target, weight, ignore_index, t.dtype, t.device)
+    class_dim = 0 if t.rank == 1 else 1
+    picked = e.squeeze(e.gather(x, class_dim, e.expand_dims(safe, [class_dim])), [class_dim])
+    losses = e.neg(e.mul(picked, w))
+    if reduction == 0:  # none
+        return losses, e.full([], 0.0, dtype=t.dtype, device=t.device)
+    dims = list(range(e.type(losses).rank))
+    total_weight = e.sum(w, dims)
+    total = e.sum(losses, dims)
+    if reduction == 1:  # mean
+        total = e.div(total, total_weight)
+    return total, total_weight
+
+
+@register_decomposition("aten.nll_loss_backward.default")
+def nll_loss_backward(e, grad_output, x, target, weight, reduction, ignore_index, total_weight):
+    t = e.type(x)
+    target = e.to(target, torch.int64)
+    w, safe = _nll_weights(e, target, weight, ignore_index, t.dtype, t.device)
+    grad = e.broadcast_to(grad_output, e.type(w).shape)
+    if reduction == 1:
+        grad = e.div(grad, e.broadcast_to(total_weight, e.type(w).shape))
+    values = e.neg(e.mul(w, grad))
+    class_dim = 0 if t.rank == 1 else 1
+    zeros = e.full(list(t.shape), 0.0, dtype=t.dtype, device=t.device)
+    return e.scatter(zeros, class_dim, e.expand_dims(safe, [class_dim]), e.expand_dims(values, [class_dim]))

@@ -1,0 +1,71 @@
+"""Checking one decomposition on one sample against eager torch.ops.aten (the numerics rule of
+`assert_decomposition_close`)."""
+
+import warnings
+
+import torch
+
+from torchsmith.ir import interpret, lookup_op
+from torchsmith.ir.verifier import verify
+from torchsmith.prims.decompose import decompose
+from torchsmith.prims.testing.compare import assert_decomposition_close
+from torchsmith.prims.testing.make import Sample, one_node_graph
+
+# Ops whose results are unspecified (only shapes and dtypes compare).
+UNSPECIFIED = {
+    "aten.empty_like.default",
+    "aten.new_empty.default",
+    "aten.empty.memory_format",
+    "aten.empty_strided.default",
+}
+
+
+def _upcast(arg):
+    if isinstance(arg, torch.Tensor) and arg.dtype.is_floating_point:
+        return arg.double()
+    if isinstance(arg, torch.dtype) and arg.is_floating_point:
+        return torch.float64
+    if isinstance(arg, (list, tuple)):
+        return type(arg)(_upcast(a) for a in arg)
+    if isinstance(arg, dict):
+        return {k: _upcast(v) for k, v in arg.items()}
+    return arg
+
+
+def _float64_reference(op, sample, results):
+    """The op run on float64 copies of the float inputs, when that keeps result dtypes float64."""
+    try:
+        reference = op(*_upcast(sample.args), **_upcast(sample.kwargs))
+    except RuntimeError:
+        return None
+    reference = list(reference) if isinstance(reference, (list, tuple)) else [reference]
+    return reference if len(reference) == len(results) else None
+
+
+def check_decomposition(name: str, sample: Sample) -> None:
+    """Decompose a one-node `name` graph on `sample`, run it, and compare with eager."""
+    what = f"{name}{sample!r}"
+    graph, inputs = one_node_graph(name, sample)
+    decomposed = verify(decompose(graph))
+    assert decomposed.stamps[-1].pass_name == "decompose"
+    kept = [n.op for n in decomposed.nodes if n.dialect == "aten"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        # A kept op's declared types come from its meta function, which can disagree with its CPU
+        # kernel (native_layer_norm in bfloat16): only check types of fully decomposed graphs.
+        actual = interpret(decomposed, *inputs, check_types=not kept)
+        eager = interpret(graph, *inputs)
+    if kept:
+        assert kept == [name], f"{what}: unexpected aten ops left: {kept}"
+        return
+    references = _float64_reference(lookup_op(name).eager, sample, eager)
+    for i, (got, expected) in enumerate(zip(actual, eager)):
+        if tuple(expected.shape) != tuple(graph.outputs[i].type.shape):
+            continue  # eager's kernel disagrees with the op's meta function, which the IR follows
+        if name in UNSPECIFIED:
+            assert got.shape == expected.shape and got.dtype == expected.dtype, what
+            continue
+        reference = references[i] if references is not None else None
+        if reference is not None and not reference.dtype.is_floating_point:
+            reference = None
+        assert_decomposition_close(got, expected, reference, what=f"{what} output {i}")

@@ -1,0 +1,129 @@
+"""The decompose pass itself: keep sets, missing ops, stamps, symbolic shapes, source lines, and
+that the decomposition check catches a wrong decomposition."""
+
+import pytest
+import torch
+
+from torchsmith.ir import GraphBuilder, interpret
+from torchsmith.ir.symbolic import symbol
+from torchsmith.prims import DECOMPOSITIONS, DecompositionError, decompose
+from torchsmith.prims.testing.aten_samples import aten_samples
+from torchsmith.prims.testing.harness import check_decomposition
+
+
+def _mlp():
+    b = GraphBuilder("mlp")
+    x = b.input("x", "f32[4, 8] cpu")
+    w = b.input("w", "f32[16, 8] cpu")
+    bias = b.input("b", "f32[16] cpu")
+    y = b.op("aten.addmm.default", bias, x, b.op("aten.t.default", w), source="model.py:3")
+    z = b.op("aten.gelu.default", y, approximate="tanh")
+    return b.build(b.op("aten.sum.dim_IntList", z, [1], True)), [
+        torch.randn(4, 8),
+        torch.randn(16, 8),
+        torch.randn(16),
+    ]
+
+
+def test_decompose_leaves_only_prims_and_matches_eager():
+    graph, inputs = _mlp()
+    decomposed = decompose(graph)
+    assert all(node.dialect == "prims" for node in decomposed.nodes)
+    assert "prims.mm" in decomposed.ops()
+    torch.testing.assert_close(interpret(decomposed, *inputs)[0], interpret(graph, *inputs)[0])
+    assert [s.pass_name for s in decomposed.stamps] == ["decompose"]
+
+
+def test_emitted_nodes_keep_the_source_line():
+    decomposed = decompose(_mlp()[0])
+    from_addmm = [n for n in decomposed.nodes if n.source == "model.py:3"]
+    assert {"prims.mm", "prims.add"} <= {n.op for n in from_addmm}
+    assert all(n.source is None for n in decomposed.nodes if n not in from_addmm)
+
+
+def test_keep_by_overload_or_packet_name():
+    graph, inputs = _mlp()
+    for keep in ({"aten.addmm.default"}, {"aten.addmm"}):
+        decomposed = decompose(graph, keep=keep)
+        assert "aten.addmm.default" in decomposed.ops() and "prims.mm" not in decomposed.ops()
+        torch.testing.assert_close(interpret(decomposed, *inputs)[0], interpret(graph, *inputs)[0])
+
+
+def test_missing_decomposition_names_the_node_and_the_fix():
+    b = GraphBuilder("g")
+    x = b.input("x", "f32[4] cpu")
+    graph = b.build(b.op("aten.digamma.default", x, source="model.py:9"))
+    with pytest.raises(DecompositionError, match=r"aten\.digamma\.default.*model\.py:9.*keep="):
+        decompose(graph)
+    kept = decompose(graph, on_missing="keep")
+    assert kept.ops() == ["aten.digamma.default"]
+
+
+def test_ops_kept_whole_by_design_need_no_keep_set():
+    b = GraphBuilder("g")
+    x = b.input("x", "f32[4, 3] cpu")
+    values, _ = b.op("aten.sort.default", x)
+    assert decompose(b.build(values)).ops() == ["aten.sort.default"]
+
+
+def test_low_precision_layer_norm_stays_whole():
+    b = GraphBuilder("g")
+    x = b.input("x", "bf16[2, 8] cpu")
+    out, _, _ = b.op("aten.native_layer_norm.default", x, [8], None, None, 1e-5)
+    assert decompose(b.build(out)).ops() == ["aten.native_layer_norm.default"]
+
+
+def test_symbolic_shapes_decompose_and_run():
+    s0 = symbol("s0")
+    b = GraphBuilder("g")
+    x = b.input("x", f"f32[{s0}, 8] cpu")
+    y = b.input("y", "f16[8] cpu")
+    total = b.op("aten.add.Tensor", x, y, out_type=f"f32[{s0}, 8] cpu")
+    soft = b.op("aten._softmax.default", total, 0, False, out_type=f"f32[{s0}, 8] cpu")
+    mean = b.op("aten.mean.dim", soft, [0], True, out_type="f32[1, 8] cpu")
+    view = b.op("aten.view.default", soft, [-1], out_type=f"f32[8*{s0}] cpu")
+    graph = b.build(mean, view)
+    decomposed = decompose(graph)
+    assert decomposed.outputs[1].type.shape == (8 * s0,)
+    for n in (2, 5):
+        inputs = [torch.randn(n, 8), torch.randn(8).half()]
+        for got, expected in zip(interpret(decomposed, *inputs, check_types=True), interpret(graph, *inputs)):
+            torch.testing.assert_close(got, expected)
+
+
+def test_a_wrong_decomposition_is_caught(monkeypatch):
+    def off_by_a_little(e, a, *, approximate="none"):
+        return e.pointwise(lambda x: e.mul(e.mul(x, 0.5001), e.add(e.erf(e.mul(x, 0.7071)), 1.0)), a)
+
+    monkeypatch.setitem(DECOMPOSITIONS, "aten.gelu.default", off_by_a_little)
+    with pytest.raises(AssertionError, match="farther from float64 than eager"):
+        check_decomposition("aten.gelu.default", aten_samples("aten.gelu.default")[0])
+
+
+def test_a_decomposition_with_the_wrong_dtype_is_refused(monkeypatch):
+    monkeypatch.setitem(DECOMPOSITIONS, "aten.exp.default", lambda e, a: e.exp(e.to(a, torch.float64)))
+    b = GraphBuilder("g")
+    graph = b.build(b.op("aten.exp.default", b.input("x", "f32[3] cpu")))
+    with pytest.raises(DecompositionError, match="gave f64"):
+        decompose(graph)
+
+
+def test_decomposed_graphs_round_trip_through_text_and_json():
+    from torchsmith.ir import dumps, format_graph, loads, parse_graph
+
+    graph, _ = _mlp()
+    decomposed = decompose(graph)
+    assert format_graph(parse_graph(format_graph(decomposed))) == format_graph(decomposed)
+    assert format_graph(loads(dumps(decomposed))) == format_graph(decomposed)
+
+
+def test_size_computations_are_copied_whole():
+    s0 = symbol("s0")
+    b = GraphBuilder("g")
+    x = b.input("x", f"f32[{s0}, 4] cpu")
+    size = b.op("aten.sym_size.int", x, 0, out_type=f"sym({s0})")
+    out = b.op("aten.view.default", x, [size, 2, 2], out_type=f"f32[{s0}, 2, 2] cpu")
+    decomposed = decompose(b.build(out))
+    assert decomposed.ops() == ["aten.sym_size.int", "prims.reshape"]
+    x_value = torch.randn(3, 4)
+    torch.testing.assert_close(interpret(decomposed, x_value)[0], x_value.view(3, 2, 2))
