@@ -60,7 +60,9 @@ def _with_torchsmith_dependencies(folder: str) -> list[str]:
 
 
 def _install_torch(session: nox.Session) -> None:
-    session.install(TORCH)
+    # --no-compile: byte-compiling all of torch's files takes longer than unpacking the wheel, and
+    # Python compiles the few modules a run imports on its own.
+    session.install("--no-compile", TORCH)
 
 
 def _install_all_editable(session: nox.Session, extras: str = "") -> None:

@@ -339,3 +339,39 @@ def transformer_like_block():
 def batchnorm_train_then_eval_calls():
     m = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
     return m, [(T(6, 3),), (T(6, 3),)]
+
+
+@program(M)
+def multihead_attention_module():
+    return calls(nn.MultiheadAttention(8, 2, batch_first=True).eval(), [T(2, 5, 8), T(2, 5, 8), T(2, 5, 8)])
+
+
+@program(M)
+def transformer_encoder_layer_training_mode():
+    return calls(nn.TransformerEncoderLayer(8, 2, 16, batch_first=True, dropout=0.0), [T(2, 5, 8)])
+
+
+@program(M)
+def lstm_module():
+    return calls(nn.LSTM(4, 6, batch_first=True), [T(2, 3, 4)])
+
+
+@program(M)
+def gru_module_with_initial_state():
+    return calls(nn.GRU(4, 6), [T(3, 2, 4), T(1, 2, 6)])
+
+
+@program(M)
+def iterate_parameters_and_modules():
+    class P(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(2, 2)
+            self.b = nn.Sequential(nn.Linear(2, 2))
+
+        def forward(self, x):
+            total = sum(p.sum() for p in self.parameters())
+            names = [n for n, _ in self.named_parameters()]
+            return x * total, names, len(list(self.modules()))
+
+    return calls(P(), [T(2)])

@@ -9,6 +9,8 @@ import operator
 import torch
 from cf_harness import program
 
+import torchsmith
+
 T = lambda *shape: torch.randn(*shape)
 P = "python"
 
@@ -711,3 +713,17 @@ def while_with_python_counter_and_tensor_update():
             steps += 1
         return x
     return one(f, T(4))
+
+
+def _scaled_tanh(t, k):
+    return torch.tanh(t) * k
+
+
+_scaled_tanh_kept = torchsmith.allow_in_graph(_scaled_tanh)
+
+
+@program(P)
+def allow_in_graph_keeps_a_call_whole():
+    def f(x):
+        return _scaled_tanh_kept(x + 1, 2.0) - 1
+    return one(f, T(3))

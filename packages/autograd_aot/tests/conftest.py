@@ -6,6 +6,7 @@ import torch
 
 from torchsmith.autograd_aot import aot_eager
 from torchsmith.ir import interpret
+from torchsmith.ir.verifier import verify
 
 
 def _clone_inputs(inputs):
@@ -41,6 +42,9 @@ class Comparison:
         return self.function.last_program
 
     def check(self):
+        for graph in (self.program.forward_graph, self.program.backward_graph):
+            if graph is not None:
+                verify(graph)
         assert len(self.eager_outputs) == len(self.compiled_outputs)
         for expected, actual in zip(self.eager_outputs, self.compiled_outputs):
             if isinstance(expected, torch.Tensor):

@@ -144,3 +144,13 @@ def test_functionalize_output_order_and_text():
     add, mul = functional.nodes
     assert [v.name for v in functional.outputs] == [mul.outputs[0].name, add.outputs[0].name]
     assert functional.stamps[-1].pass_name == "functionalize"
+
+
+def test_mutation_through_as_strided_of_a_contiguous_input(compare):
+    def program(b, x):
+        window = b.op("torch.as_strided", x, (2, 2), (4, 1), 1)
+        b.op("torch.Tensor.mul_", window, 3.0)
+        return b.op("torch.cos", x)
+
+    result = compare(build(program, f32(4, 4)), [torch.randn(4, 4)])
+    assert "aten.as_strided_scatter.default" in result.program.forward_graph.ops()

@@ -202,3 +202,15 @@ def test_models_decomposed_to_prims(make, compare):
     program = result.program
     assert any(op.startswith("prims.") for op in program.forward_graph.ops())
     assert program.report.saved_bytes < program.report.save_all_bytes
+
+
+def test_dropout_on_cpu_draws_the_same_mask_as_eager_from_the_same_seed():
+    # On CPU eager dropout is bernoulli_ + div_ + mul, the very ops the trace records, so the
+    # compiled forward consumes the generator exactly as eager does.
+    graph, x = dropout_graph(0.3), torch.ones(20000, requires_grad=True)
+    fn = aot_eager(graph, [x])
+    torch.manual_seed(5)
+    (expected,) = interpret(graph, x)
+    torch.manual_seed(5)
+    (actual,) = fn(x)
+    assert torch.equal(actual, expected)

@@ -50,7 +50,7 @@ def test_forward_and_backward_text():
     assert text(program.forward_graph) == FORWARD
     assert text(program.backward_graph) == BACKWARD
     assert program.report.saved_bytes == 4 * 5 * 4 and program.report.save_all_bytes == 2 * 4 * 5 * 4
-    assert [s.pass_name for s in program.forward_graph.stamps] == ["functionalize", "partition"]
+    assert [s.pass_name for s in program.forward_graph.stamps] == ["trace", "functionalize", "partition"]
 
 
 def test_inference_trace_has_no_tangents_or_grads():

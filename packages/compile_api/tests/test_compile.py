@@ -130,3 +130,32 @@ def test_disable_decorator_breaks_the_graph():
 
     out = torchsmith.explain(lambda x: opaque(x + 1) * 2)(torch.ones(1))
     assert out.graph_break_count == 1 and calls == [1]
+
+
+def test_allow_in_graph_records_one_node():
+    def inner(t):
+        return t.sin() * 2
+
+    torchsmith.allow_in_graph(inner)
+    backend = counting()
+    f = torchsmith.compile(lambda x: inner(x) + 1, backend=backend)
+    torch.testing.assert_close(f(torch.ones(2)), torch.ones(2).sin() * 2 + 1)
+    ops = backend.graphs[0].ops()
+    assert ops[0].startswith("allow_in_graph.") and ops[0].endswith("inner") and len(ops) == 2
+
+
+def test_logs_artifacts(capsys):
+    torchsmith.set_logs(["graph", "guards", "output_code", "graph_breaks", "recompiles"])
+    try:
+        torchsmith.compile(lambda x: x * 2, backend="eager")(torch.ones(1))
+    finally:
+        import logging
+
+        for name in ("graph", "guards", "output_code", "graph_breaks", "recompiles"):
+            logger = logging.getLogger(f"torchsmith.capture.{name}")
+            logger.setLevel(logging.WARNING)
+            logger.handlers.clear()
+    err = capsys.readouterr().err
+    assert "torch.Tensor.__mul__" in err and "def guard(L, G)" in err and "def run(L, G)" in err
+    with pytest.raises(ValueError, match="unknown log artifact"):
+        torchsmith.set_logs(["nope"])

@@ -16,6 +16,7 @@ from torchsmith.ir import (
     symbol,
     to_json,
 )
+from torchsmith.ir.dtypes import DTYPE_BY_NAME
 from torchsmith.ir.interpreter import bind_symbols, run_node
 from torchsmith.ir.serialize_tables import ARG_KINDS
 from torchsmith.ir.symbolic import evaluate
@@ -106,9 +107,12 @@ def test_example_inputs_for_sym_scalar_and_grad_inputs():
     x = b.input("x", TensorType.make([n, 3], torch.float64, strides=[1, n], requires_grad=True))
     k = b.input("k", SymIntType(2 * symbol("n")))
     flags = [b.input(f"c_{kind}", ScalarType(kind)) for kind in ("bool", "int", "float", "complex", "none")]
-    graph = b.build(x, k, *flags)
-    x_in, k_in, *scalars = example_inputs(graph, sizes={"n": 4})
+    every_dtype = [b.input(f"t_{name}", TensorType.make([2, n], d)) for name, d in DTYPE_BY_NAME.items()]
+    graph = b.build(x, k, *flags, *every_dtype)
+    x_in, k_in, *rest = example_inputs(graph, sizes={"n": 4})
+    scalars, tensors = rest[:5], rest[5:]
     assert x_in.shape == (4, 3) and x_in.stride() == (1, 4) and x_in.requires_grad
     assert k_in == 8
     assert [type(s) for s in scalars] == [bool, int, float, complex, type(None)]
-    interpret(graph, x_in, k_in, *scalars, check_types=True)
+    assert [t.dtype for t in tensors] == list(DTYPE_BY_NAME.values())
+    interpret(graph, x_in, k_in, *rest, check_types=True)

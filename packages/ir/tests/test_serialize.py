@@ -88,7 +88,7 @@ def assert_round_trip(graph: Graph) -> dict:
 EVERY_KIND = [
     None, True, False, 0, -7, 2**70, 1.5, -0.0, 0.0, math.inf, -math.inf, math.nan, 1e-300, 0.1,
     complex(1.0, -0.0), complex(math.inf, math.nan), "", "tanh", 'quote" \\ and\nnewline ✓',
-    torch.device("cpu"), torch.device("cuda"), torch.device("cuda:1"), Ellipsis,
+    "\ud800😀\u2028\x00", torch.device("cpu"), torch.device("cuda"), torch.device("cuda:1"), Ellipsis,
     Slice(), Slice(None, 5, 2), Slice(-1, None, None), (), (1,), (1, 2.0, True),
     ArgList(), ArgList([ArgList([1, 2]), (3,)]), s0, 2 * s0 + 1, floordiv(s0, 2), mod(s1, 3), sym_max(s0, s1),
     s0 * s1 - 1, *DTYPE_BY_NAME.values(), *LAYOUTS.values(), *MEMORY_FORMATS.values(),
@@ -101,14 +101,14 @@ def _every_kind_graph() -> Graph:
     w = Value("w", w_type)
     n = Value("n", SymIntType(s0))
     scalars = [Value(f"c_{kind}", ScalarType(kind)) for kind in ("bool", "int", "float", "complex", "none")]
-    constants = EVERY_KIND
     y = Value("y", TensorType.make([floordiv(s0 + 1, 2), 2 * s1], torch.bfloat16, strides=[2 * s1 + 3, 1]))
     y2 = Value("y2", SymIntType(s0 * s1))
     nodes = (
-        Node("test.everything", tuple(constants), (("x", x), ("alpha", 2), ("beta", 2.0), ("flag", True)),
+        Node("test.everything", tuple(EVERY_KIND), (("x", x), ("alpha", 2), ("beta", 2.0), ("flag", True)),
              (y, y2), "model.py:12"),
         Node("test.values_inside", (ArgList([x, n, (w, None)]), Slice(n, y2, 1), (scalars[0],)), (), ()),
         Node("aten.add.Tensor", (x, x), (), (Value("z", x.type),), None),
+        Node("odd op ✓", (), (), (Value("m", TensorType.make([0, 1], torch.float8_e5m2, device="meta")),)),
     )
     stamps = (Stamp("capture", 0.25), Stamp("dce", 1e-06), Stamp("odd", math.inf))
     return Graph("every_kind", (x, w, n, *scalars), nodes, (y, nodes[2].outputs[0], n), stamps)

@@ -408,3 +408,12 @@ def test_maybe_verify_follows_the_environment(monkeypatch):
         maybe_verify(broken)
     monkeypatch.setenv("TORCHSMITH_VERIFY", "0")
     assert maybe_verify(broken) is broken
+
+
+def test_values_must_carry_ir_types():
+    graph = mlp_graph()
+    relu = graph.nodes[2]
+    bad = relu.replace(outputs=(Value("relu", "f32[s0, 32] cpu"),))  # text, not a parsed type
+    message = errors_of(with_node(graph, 2, bad))
+    assert "aten.relu.default(%addmm)" in message
+    assert "%relu has type 'f32[s0, 32] cpu'; expected a TensorType, SymIntType or ScalarType" in message

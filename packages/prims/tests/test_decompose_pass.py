@@ -1,6 +1,9 @@
 """The decompose pass itself: keep sets, missing ops, stamps, symbolic shapes, source lines, and
 that the decomposition check catches a wrong decomposition."""
 
+import os
+import pathlib
+
 import pytest
 import torch
 
@@ -127,3 +130,49 @@ def test_size_computations_are_copied_whole():
     assert decomposed.ops() == ["aten.sym_size.int", "prims.reshape"]
     x_value = torch.randn(3, 4)
     torch.testing.assert_close(interpret(decomposed, x_value)[0], x_value.view(3, 2, 2))
+
+
+GOLDEN = pathlib.Path(__file__).parent / "golden"
+
+
+def test_decomposed_mlp_matches_golden_text():
+    # The text form of a decomposed graph, without the stamp (its time varies). To accept a change:
+    # TORCHSMITH_UPDATE_GOLDEN=1 pytest packages/prims/tests/test_decompose_pass.py
+    from torchsmith.ir import format_graph
+
+    text = format_graph(decompose(_mlp()[0]).replace(stamps=()))
+    path = GOLDEN / "mlp_decomposed.txt"
+    if os.environ.get("TORCHSMITH_UPDATE_GOLDEN"):
+        path.write_text(text)
+    assert text == path.read_text()
+
+
+def test_public_api_matches_its_snapshot():
+    # An accidental change to the public names or signatures fails here (STYLE 16); to accept a
+    # deliberate one: TORCHSMITH_UPDATE_GOLDEN=1 pytest packages/prims/tests/test_decompose_pass.py
+    import inspect
+
+    import torchsmith.prims as prims
+    from torchsmith.prims import promotion
+
+    lines = []
+    for module in (prims, promotion):
+        for name in sorted(getattr(module, "__all__", None) or dir(module)):
+            obj = getattr(module, name)
+            if (
+                name.startswith("_")
+                or inspect.ismodule(obj)
+                or getattr(obj, "__module__", "").split(".")[:2]
+                != [
+                    "torchsmith",
+                    "prims",
+                ]
+            ):
+                continue
+            signature = str(inspect.signature(obj)) if callable(obj) and not inspect.isclass(obj) else ""
+            lines.append(f"{module.__name__}.{name}{signature}")
+    text = "\n".join(lines) + "\n"
+    path = GOLDEN / "public_api.txt"
+    if os.environ.get("TORCHSMITH_UPDATE_GOLDEN"):
+        path.write_text(text)
+    assert text == path.read_text()

@@ -13,7 +13,13 @@ packages/compile_api) is the thin user API on top of them.
 
 from torchsmith.__about__ import __version__  # noqa: E402
 from torchsmith.backends import list_backends, lookup_backend, register_backend  # noqa: E402
-from torchsmith.capture import CaptureError, FullGraphError, Unsupported, mark_dynamic  # noqa: E402
+from torchsmith.capture import (  # noqa: E402
+    CaptureError,
+    FullGraphError,
+    Unsupported,
+    allow_in_graph,
+    mark_dynamic,
+)
 from torchsmith.compiler import BreakReason, ExplainOutput, compile, disable, explain, reset  # noqa: E402
 from torchsmith.errors import BackendError, TorchsmithError  # noqa: E402
 from torchsmith.logs import configure_from_environment as _configure_logs  # noqa: E402
@@ -23,6 +29,6 @@ _configure_logs()
 
 __all__ = [
     "BackendError", "BreakReason", "CaptureError", "ExplainOutput", "FullGraphError", "TorchsmithError",
-    "Unsupported", "__version__", "compile", "disable", "explain", "list_backends", "lookup_backend",
-    "mark_dynamic", "register_backend", "reset", "set_logs",
+    "Unsupported", "__version__", "allow_in_graph", "compile", "disable", "explain", "list_backends",
+    "lookup_backend", "mark_dynamic", "register_backend", "reset", "set_logs",
 ]

@@ -35,6 +35,16 @@ from torchsmith.ir.graph import freeze_arg
 from torchsmith.ir.text import format_node
 
 
+def _check_layout_free(node: Node, traced: Value, functional: Value) -> None:
+    """`as_strided` addresses memory, not elements: it is only right on a value laid out as the
+    traced tensor was, and a functional value (an out-of-place result) may be laid out otherwise."""
+    if node.op.startswith("aten.as_strided.") and functional.type.strides != traced.type.strides:
+        raise FunctionalizationError(
+            f"{format_node(node)}: as_strided on a tensor whose memory layout changes once in-place ops "
+            "are made functional; use view/reshape/slicing instead of as_strided"
+        )
+
+
 class _Functionalizer:
     def __init__(self, graph: Graph):
         self.graph = graph
@@ -90,6 +100,7 @@ class _Functionalizer:
     def replay(self, node: Node, index: int, base: Value) -> Value:
         """Apply view `node` to `base` instead of its original input."""
         source = first_tensor_arg(node)
+        _check_layout_free(node, source, base)
         args = tuple(map_arg(a, lambda v: base if v == source else self.read(v)) for a in node.args)
         kwargs = tuple((k, map_arg(a, self.read)) for k, a in node.kwargs)
         outputs = tuple(Value(self.fresh(v.name), v.type) for v in node.outputs)
@@ -125,6 +136,7 @@ class _Functionalizer:
             )
         if is_view_op(node.op):
             source = self.aliases[first_tensor_arg(node).name]
+            _check_layout_free(node, first_tensor_arg(node), self.read(first_tensor_arg(node)))
             args, kwargs = self.map_args(node)
             self.nodes.append(node.replace(args=args, kwargs=kwargs))
             version = self.version.get(source.root, 0)

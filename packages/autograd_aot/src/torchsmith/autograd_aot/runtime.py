@@ -207,7 +207,6 @@ def _accepts(program: CompiledProgram, args) -> bool:
     return True
 
 
-
 def _signature(args) -> tuple:
     key = [torch.is_grad_enabled()]
     for x in args:

@@ -12,6 +12,10 @@ for the concrete sizes instead, which is always correct.
 
 Symbols the backward needs but cannot read from its tensor inputs' shapes are passed to it as
 saved ints (`aten.sym_size.int` in the forward).
+
+Limits: the only size guards are "every symbol >= 2" and the input shapes; behaviour that the three
+hint sizes agree on but smaller sizes would change (a constant slice bound past the end of a short
+dimension) is not guarded. ATen still computes the right values there, but declared types can be off.
 """
 
 import itertools

@@ -10,6 +10,7 @@ Sizes are concrete: meta tensors need real sizes, so a trace is always at some c
 `symbolic.lower_symbolic` lowers at three hint sizes and re-expresses the sizes symbolically.
 """
 
+import time
 from dataclasses import dataclass
 
 import torch
@@ -229,6 +230,7 @@ def trace(graph: Graph, example_inputs, *, training: bool, device: str | None = 
     """
     if len(example_inputs) != len(graph.inputs):
         raise TraceError(f"graph {graph.name} takes {len(graph.inputs)} inputs, got {len(example_inputs)}")
+    start = time.perf_counter()
     recorder = _Recorder(device or _device_of(example_inputs))
     env = {}
     for value, x in zip(graph.inputs, example_inputs):
@@ -277,5 +279,6 @@ def trace(graph: Graph, example_inputs, *, training: bool, device: str | None = 
             grad_values = [recorder.value_of(g, "torch.autograd.grad") for _, g in pairs]
     # A base is named by its root value: functionalization reads it after every mutation.
     base_values = [recorder.by_name[name] for name in bases]
-    aten = Graph(graph.name, tuple(recorder.inputs), tuple(recorder.nodes), tuple(base_values + grad_values))
+    aten = Graph(graph.name, tuple(recorder.inputs), tuple(recorder.nodes), tuple(base_values + grad_values),
+                 graph.stamps).stamped("trace", time.perf_counter() - start)
     return TracedProgram(aten, num_inputs, len(bases), tuple(specs), differentiable, grad_inputs)

@@ -156,6 +156,10 @@ def scatter_rule(op: str, output_index: int):
         return emit("aten.diagonal_scatter.default", base, src, *args, **kwargs)
 
     def as_strided_back(base, src, args, kwargs, emit):
+        if not base.type.is_contiguous:
+            raise FunctionalizationError(
+                f"cannot write through {op} into a non-contiguous tensor; mutate a view/slice instead"
+            )
         return emit("aten.as_strided_scatter.default", base, src, *args, **kwargs)
 
     def split_back(base, src, args, kwargs, emit):

@@ -4,7 +4,14 @@ decide when the recorded graph may be reused and graph breaks where Python must 
 """
 
 from torchsmith.capture.__about__ import __version__
-from torchsmith.capture.api import CapturedFunction, CapturedModule, capture, mark_dynamic, reset_all
+from torchsmith.capture.api import (
+    CapturedFunction,
+    CapturedModule,
+    allow_in_graph,
+    capture,
+    mark_dynamic,
+    reset_all,
+)
 from torchsmith.capture.dispatch import RECOMPILE_LIMIT, CaptureRecord, CaptureSession
 from torchsmith.capture.errors import (
     CaptureError,
@@ -18,6 +25,6 @@ from torchsmith.capture.instructions import Instruction, normalize
 __all__ = [
     "RECOMPILE_LIMIT", "CaptureError", "CaptureRecord", "CaptureSession", "CapturedFunction",
     "CapturedModule", "FullGraphError", "Instruction", "RecompileLimitError", "Unsupported",
-    "UnsupportedBytecodeError", "__version__", "capture", "mark_dynamic", "normalize",
+    "UnsupportedBytecodeError", "__version__", "allow_in_graph", "capture", "mark_dynamic", "normalize",
     "reset_all",
 ]

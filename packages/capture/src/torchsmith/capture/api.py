@@ -24,6 +24,7 @@ class CapturedFunction:
         if not isinstance(fn, types.FunctionType):
             raise CaptureError(f"capture needs a Python function or nn.Module, got {type(fn).__name__}")
         self._fn = fn
+        self._torchsmith_captured_fn = fn
         self._session = session
         functools.update_wrapper(self, fn)
 
@@ -161,6 +162,13 @@ def capture(obj, backend, *, fullgraph: bool = False, dynamic=None, session: Cap
     if isinstance(obj, types.MethodType):
         return types.MethodType(CapturedFunction(obj.__func__, session), obj.__self__)
     return CapturedFunction(obj, session)
+
+
+def allow_in_graph(fn):
+    """Keep calls to `fn` as one opaque graph node (op `allow_in_graph.<module>.<name>`) instead of
+    tracing into it. `fn` must take and return tensors and run on meta tensors (for its types)."""
+    fn._torchsmith_allow_in_graph = True
+    return fn
 
 
 def mark_dynamic(tensor: torch.Tensor, dim) -> None:

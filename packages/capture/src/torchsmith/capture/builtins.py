@@ -247,6 +247,8 @@ class BuiltinOps:
 
     # ----------------------------------------------------------------- container methods
     def container_method(self, obj, name: str, args, kwargs):
+        if isinstance(obj, ConstVar) and isinstance(obj.value, torch.nn.Module):
+            return self.module_iterator(obj, name, args, kwargs)
         if isinstance(obj, ListVar):
             return self.list_method(obj, name, args, kwargs)
         if isinstance(obj, DictVar):
@@ -259,6 +261,25 @@ class BuiltinOps:
             obj.mutated = True
             return ConstVar(None)
         raise Unsupported(f"method {name!r} of {obj.describe()}")
+
+    def module_iterator(self, obj: ConstVar, name: str, args, kwargs):
+        """`module.parameters()` and friends: an iterator over the live module's members, each
+        read through a source such as `L['self'].get_parameter('fc.weight')`."""
+        module, src = obj.value, obj.source
+        values = [self.as_python(a) for a in args]
+        options = {k: self.as_python(v) for k, v in kwargs.items()}
+        members = list(getattr(module, name)(*values, **options))
+        getter = {"parameters": "get_parameter", "named_parameters": "get_parameter", "buffers": "get_buffer",
+                  "named_buffers": "get_buffer"}.get(name, "get_submodule")
+        named = name.startswith("named_")
+        if not named:
+            members = list(zip(_member_names(module, name, values, options), members))
+        items = []
+        for member_name, member in members:
+            source = f"{src}.{getter}({member_name!r})" if src else None
+            tracker = self.wrap(member, source)
+            items.append(TupleVar([ConstVar(member_name), tracker]) if named else tracker)
+        return IteratorVar(items)
 
     def list_method(self, obj: ListVar, name, args, kwargs):
         items = obj.items
@@ -323,6 +344,11 @@ class BuiltinOps:
         else:
             raise Unsupported(f"dict.{name}")
         return ConstVar(None)
+
+
+def _member_names(module, name: str, args, kwargs) -> list[str]:
+    named = getattr(module, "named_" + name)(*args, **kwargs)
+    return [member_name for member_name, _ in named]
 
 
 _HANDLED = {

@@ -8,6 +8,7 @@ and the `math`/`operator` modules fold on constants (builtins.py); anything else
 import inspect
 import operator
 import types
+import weakref
 
 import sympy
 import torch
@@ -29,7 +30,7 @@ from torchsmith.capture.variables import (
     TupleVar,
     WithExitVar,
 )
-from torchsmith.ir import op_name_of
+from torchsmith.ir import op_name_of, register_op
 from torchsmith.ir.errors import UnknownOpError
 
 # Torch functions that build tensors from Python values only (recorded even with no tensor args).
@@ -152,8 +153,23 @@ class CallOps(BuiltinOps):
             return ConstVar(False)
         if value is torch.is_grad_enabled:
             return ConstVar(self.grad_enabled)
+        if value in _HAS_TORCH_FUNCTION:
+            # __torch_function__ overrides only exist on tensor subclasses, which capture refuses.
+            plain = all(not isinstance(t, ConstVar) or not hasattr(t.value, "__torch_function__")
+                        for t in self.flat_trackers([*args, *kwargs.values()]))
+            if plain:
+                return ConstVar(False)
+        if value is torch.is_autocast_enabled:
+            return self.global_state(value, args, kwargs)
         if isinstance(value, torch.nn.Module):
             return self.call_module(fn, args, kwargs, depth)
+        if getattr(value, "_torchsmith_allow_in_graph", False):
+            return self.record(allowed_op_name(value), value, args, kwargs)
+        if isinstance(value, weakref.ReferenceType):
+            return self.wrap(value(), f"{fn.source}()" if fn.source else None)
+        inner = getattr(value, "_torchsmith_captured_fn", None)
+        if isinstance(inner, types.FunctionType):  # a compiled function called from compiled code
+            return self.inline_function(ConstVar(inner), args, kwargs, depth)
         if isinstance(value, types.MethodType):
             return self.call(self.wrap_method(value, fn.source), args, kwargs)
         torch_name = self.torch_op_name(value)
@@ -167,6 +183,14 @@ class CallOps(BuiltinOps):
             return self.construct(value, args, kwargs)
         name = getattr(value, "__qualname__", None) or type(value).__name__
         raise Unsupported(f"call to {name}, which capture cannot trace (it runs eagerly)")
+
+    def global_state(self, fn, args, kwargs):
+        """Read a global flag (autocast) at capture time and guard that it stays the same."""
+        values = [self.as_python(a) for a in args]
+        result = fn(*values)
+        call = ", ".join(repr(v) for v in values)
+        self.guards.add(f"{self.ns.name_of(fn)}({call}) is {result!r}")
+        return ConstVar(result)
 
     def inline_function(self, fn: ConstVar, args, kwargs, depth):
         func = fn.value
@@ -235,12 +259,10 @@ class CallOps(BuiltinOps):
             and module in ("torch", "")
         ):
             return None
-        if (
-            isinstance(value, type)
-            or getattr(value, "__name__", "_").startswith("_")
-            and not qualname.startswith(("Tensor.__", "TensorBase.__"))
-        ):
-            return None
+        name = getattr(value, "__name__", "_")
+        private_helper = isinstance(value, types.FunctionType) and name.startswith("_")
+        if isinstance(value, type) or private_helper:
+            return None  # Python helpers such as torch.nn.functional._pair are inlined instead
         try:
             name = op_name_of(value)
         except UnknownOpError:
@@ -342,6 +364,25 @@ class CallOps(BuiltinOps):
     def dict_of(self, tracker: DictVar) -> dict:
         return tracker.items
 
+
+def allowed_op_name(fn) -> str:
+    """The graph op standing for a function marked `allow_in_graph` (registered on first use)."""
+    qualname = f"{fn.__module__}.{fn.__qualname__}".replace("<locals>.", "").replace("<lambda>", "lambda")
+    name = "allow_in_graph." + "".join(ch if ch.isalnum() or ch in "._" else "_" for ch in qualname)
+    existing = _ALLOWED.get(name)
+    if existing is not fn:
+        register_op(name, fn, replace=True, doc="a user function kept whole by allow_in_graph")
+        _ALLOWED[name] = fn
+    return name
+
+
+_ALLOWED: dict = {}
+
+_HAS_TORCH_FUNCTION = {
+    torch._C._has_torch_function, torch._C._has_torch_function_unary, torch._C._has_torch_function_variadic,
+    torch.overrides.has_torch_function, torch.overrides.has_torch_function_unary,
+    torch.overrides.has_torch_function_variadic,
+}
 
 _OPERATOR_SYMBOLS = {
     "add": "+",

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from torchsmith.capture.errors import FullGraphError, RecompileLimitError, Unsupported
+from torchsmith.capture.errors import CaptureError, FullGraphError, RecompileLimitError, Unsupported
 from torchsmith.capture.output import Codegen, compile_run
 from torchsmith.capture.tracer import Tracer
 
@@ -24,6 +24,7 @@ recompile_log = logging.getLogger("torchsmith.capture.recompiles")
 graph_log = logging.getLogger("torchsmith.capture.graph")
 break_log = logging.getLogger("torchsmith.capture.graph_breaks")
 code_log = logging.getLogger("torchsmith.capture.output_code")
+guard_log = logging.getLogger("torchsmith.capture.guards")
 
 RECOMPILE_LIMIT = 8
 
@@ -118,6 +119,22 @@ class CaptureSession:
 
     def capture(self, code, globals_, closure, L) -> Entry | None:
         """Capture one entry; None when the code must run eagerly (and remember that)."""
+        try:
+            return self._capture(code, globals_, closure, L)
+        except (CaptureError, RecursionError):
+            raise
+        except Exception as e:
+            # A bug in capture must not break the user's program: run eagerly, say so loudly.
+            if self.fullgraph:
+                raise CaptureError(
+                    f"internal error while capturing {code.co_qualname} ({code.co_filename}:"
+                    f"{code.co_firstlineno}): {type(e).__name__}: {e}"
+                ) from e
+            log.warning("internal error while capturing %s; it runs eagerly", code.co_qualname, exc_info=True)
+            self.caches[code].eager_reason = f"internal error: {type(e).__name__}: {e}"
+            return None
+
+    def _capture(self, code, globals_, closure, L) -> Entry | None:
         start = time.perf_counter()
         name = code.co_name if code.co_name.isidentifier() else "fn"
         tracer = Tracer(code, L, globals_, closure, name=name, dynamic_dims=self.dynamic_policy(code))
@@ -145,6 +162,7 @@ class CaptureSession:
             graph_log.info("captured graph:\n%s", output.graph)
             compiled = self.backend(output.graph, output.example_inputs)
         code_log.info("generated code:\n%s", output.source)
+        guard_log.info("guards of %s:\n%s", code.co_qualname, tracer.guards.source_text())
         run = compile_run(output, compiled, self.call_captured)
         self.records.append(
             CaptureRecord(

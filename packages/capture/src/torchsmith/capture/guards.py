@@ -20,11 +20,16 @@ from torchsmith.capture.errors import CaptureError
 _LITERAL_TYPES = (bool, int, str, type(None), bytes)
 
 
+def tensor_spec(t) -> tuple:
+    """What a tensor guard compares: class, dtype, device, requires_grad, sizes, strides."""
+    return (type(t), t.dtype, t.device, t.requires_grad, t.size(), t.stride())
+
+
 class Namespace:
     """Objects that generated code refers to by name (`K0`, `K1`, ...)."""
 
     def __init__(self):
-        self.values: dict[str, object] = {"___grad": torch.is_grad_enabled}
+        self.values: dict[str, object] = {"___grad": torch.is_grad_enabled, "___tensor_spec": tensor_spec}
         self._ids: dict[int, str] = {}
 
     def name_of(self, obj) -> str:
@@ -76,14 +81,22 @@ class GuardSet:
 
     def tensor(self, source: str, tensor: torch.Tensor, dynamic_dims: frozenset[int] = frozenset()) -> None:
         """Type, dtype, device, rank, static sizes and strides, requires_grad of a tensor."""
+        if not dynamic_dims:
+            # one source evaluation and one tuple comparison per tensor (guards run on every call)
+            spec = (
+                type(tensor),
+                tensor.dtype,
+                tensor.device,
+                tensor.requires_grad,
+                tuple(tensor.shape),
+                tuple(tensor.stride()),
+            )
+            self.add(f"___tensor_spec({source}) == {self.ns.name_of(spec)}")
+            return
         self.type_is(source, tensor)
         self.add(f"{source}.dtype is {self.ns.name_of(tensor.dtype)}")
         self.add(f"{source}.device == {self.ns.name_of(tensor.device)}")
         self.add(f"{source}.requires_grad is {tensor.requires_grad!r}")
-        if not dynamic_dims:
-            self.add(f"{source}.size() == {tuple(tensor.shape)!r}")
-            self.add(f"{source}.stride() == {tuple(tensor.stride())!r}")
-            return
         self.add(f"{source}.dim() == {tensor.dim()}")
         for d, size in enumerate(tensor.shape):
             if d not in dynamic_dims:

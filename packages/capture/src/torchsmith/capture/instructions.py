@@ -19,6 +19,7 @@ The symbolic executor reads only this form, so each interpreter version's quirks
 """
 
 import dis
+import opcode
 import sys
 from dataclasses import dataclass
 from types import CodeType
@@ -91,8 +92,8 @@ class Instruction:
 
 
 def _binary_op_names() -> list[str]:
-    # dis._nb_ops lists (name, symbol) pairs in BINARY_OP operand order on 3.11 and 3.12.
-    return [symbol for _, symbol in dis._nb_ops]
+    # _nb_ops lists (name, symbol) pairs in BINARY_OP operand order on 3.11 and 3.12.
+    return [symbol for _, symbol in getattr(dis, "_nb_ops", None) or opcode._nb_ops]
 
 
 _BINARY_OPS = _binary_op_names()

@@ -27,6 +27,20 @@ from torchsmith.capture.variables import (
 )
 from torchsmith.ir.symbolic import floordiv, mod
 
+# nn.Module methods that iterate over its state, answered from the live module (see builtins.py).
+MODULE_ITERATORS = frozenset(
+    {
+        "parameters",
+        "named_parameters",
+        "buffers",
+        "named_buffers",
+        "children",
+        "named_children",
+        "modules",
+        "named_modules",
+    }
+)
+
 BINARY = {
     "+": ("add", operator.add),
     "-": ("sub", operator.sub),
@@ -132,7 +146,10 @@ class PythonOps:
         module = tracker.value
         src = tracker.source
         if isinstance(module, (torch.nn.Sequential, torch.nn.ModuleList)):
-            return [self.wrap(m, f"{src}[{i}]" if src else None) for i, m in enumerate(module)]
+            # `_modules[key]` is a dict lookup; `module[i]` walks the container on every guard check
+            return [
+                self.wrap(m, f"{src}._modules[{k!r}]" if src else None) for k, m in module._modules.items()
+            ]
         if isinstance(module, torch.nn.ModuleDict):
             return [ConstVar(k) for k in module.keys()]
         if isinstance(module, (torch.nn.ParameterList,)):
@@ -417,6 +434,8 @@ class PythonOps:
         source = f"{obj.source}.{name}" if obj.source else None
         if isinstance(value, type) or not hasattr(type(value), "__mro__"):
             return self._plain_attribute(obj, name, source)
+        if isinstance(value, torch.nn.Module) and name in MODULE_ITERATORS:
+            return BuiltinMethodVar(obj, name)
         for klass in type(value).__mro__:
             if name in klass.__dict__:
                 descriptor = klass.__dict__[name]
@@ -432,6 +451,13 @@ class PythonOps:
         return self._plain_attribute(obj, name, source)
 
     def _plain_attribute(self, obj: ConstVar, name: str, source):
+        value = obj.value
+        if source is not None and isinstance(value, torch.nn.Module) and name not in value.__dict__:
+            # what nn.Module.__getattr__ would find, read through a plain dict lookup (guards are faster)
+            for table in ("_parameters", "_buffers", "_modules"):
+                if name in value.__dict__.get(table, ()):
+                    source = f"{source[: -len(name) - 1]}.{table}[{name!r}]"
+                    break
         try:
             result = getattr(obj.value, name)
         except AttributeError as e:
@@ -495,6 +521,14 @@ class PythonOps:
             raise Unsupported(f"Tensor.{name} is autograd state that capture does not track")
         if callable(getattr(torch.Tensor, name, None)):
             return BuiltinMethodVar(tensor, name)
+        if name.startswith("is_"):  # layout/kind flags (is_nested, is_sparse, is_cpu ...)
+            kind = name[3:]
+            if kind in ("cpu", "cuda", "meta", "mps", "xpu", "xla", "hpu", "ipu", "mtia", "maia"):
+                return ConstVar(torch.device(t.device).type == kind)
+            h = self.hint_type(t)
+            value = getattr(torch.empty_strided(h.shape, h.strides, dtype=t.dtype, device="meta"), name, None)
+            if isinstance(value, bool):
+                return ConstVar(value)
         raise Unsupported(f"Tensor attribute {name!r}")
 
 

@@ -214,6 +214,9 @@ def rebuild(structure, values: list, make_tensor):
     """Trackers mirroring `structure`, taking Values from `values` in order."""
     if isinstance(structure, TensorType):
         return make_tensor(values.pop(0))
+    if structure == ScalarType("none"):
+        values.pop(0)  # the node has a none-typed output there; Python sees None
+        return ConstVar(None)
     if isinstance(structure, (ScalarType, SymIntType)):
         raise Unsupported("a tensor op returned a Python scalar inside a structure")
     items = [rebuild(s, values, make_tensor) for s in structure]

@@ -34,7 +34,7 @@ from torchsmith.capture.variables import (
     TupleVar,
     VariableTracker,
 )
-from torchsmith.ir import GraphBuilder, TensorType, Value
+from torchsmith.ir import GraphBuilder, ScalarType, TensorType, Value
 from torchsmith.ir.graph import iter_values
 
 MAX_INLINE_DEPTH = 32
@@ -325,13 +325,16 @@ class Tracer(StackOps, ControlOps, PythonOps, CallOps):
             value = self.builder.op(op, *graph_args, out_type=structure, source=source, **graph_kwargs)
             return TensorVar(value)
         types_ = flatten_types(structure)
-        if not types_ or not all(isinstance(t, TensorType) for t in types_):
-            if not types_ or structure.__class__.__name__ == "ScalarType" and structure.kind == "none":
+        if not types_ or not all(isinstance(t, TensorType) or t == ScalarType("none") for t in types_):
+            if not types_ or structure == ScalarType("none"):
                 self.builder.op(op, *graph_args, out_type=[], source=source, **graph_kwargs)
                 return ConstVar(None)
             raise Unsupported(
                 f"{op} returns a Python value ({structure}); capture keeps only tensors in graphs"
             )
+        if structure == ScalarType("none"):
+            self.builder.op(op, *graph_args, out_type=[], source=source, **graph_kwargs)
+            return ConstVar(None)
         values = list(self.builder.op(op, *graph_args, out_type=types_, source=source, **graph_kwargs))
         return rebuild(structure, values, TensorVar)
 

@@ -21,7 +21,15 @@ from torchsmith.ir.graph import ArgList, Graph, Node, Slice, Stamp, Value, iter_
 from torchsmith.ir.interpreter import interpret
 from torchsmith.ir.parser import parse_arg, parse_graph, parse_node
 from torchsmith.ir.random_graph import example_inputs, random_graph
-from torchsmith.ir.registry import ArgSpec, OpDef, OpSchema, lookup_op, op_name_of, register_op, registered_ops
+from torchsmith.ir.registry import (
+    ArgSpec,
+    OpDef,
+    OpSchema,
+    lookup_op,
+    op_name_of,
+    register_op,
+    registered_ops,
+)
 from torchsmith.ir.serialize import SCHEMA_VERSION, dumps, from_json, load, loads, save, to_json
 from torchsmith.ir.symbolic import Dim, compare, evaluate, floordiv, format_dim, mod, parse_dim, symbol
 from torchsmith.ir.text import format_graph

@@ -150,7 +150,9 @@ def _meta_of(value: Value, op: str):
 def _infer_by_meta(op: str, eager, args: tuple, kwargs: dict) -> tuple[list[Type], bool]:
     from torchsmith.ir.interpreter import thaw
 
-    tensor_inputs = [v.type for v in iter_values((args, tuple(kwargs.values()))) if isinstance(v.type, TensorType)]
+    tensor_inputs = [
+        v.type for v in iter_values((args, tuple(kwargs.values()))) if isinstance(v.type, TensorType)
+    ]
     device = kwargs.get("device", tensor_inputs[0].device if tensor_inputs else "cpu")
     wants_grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensor_inputs)
     meta_args = thaw(map_arg(args, lambda v: _meta_of(v, op)))
@@ -161,7 +163,9 @@ def _infer_by_meta(op: str, eager, args: tuple, kwargs: dict) -> tuple[list[Type
         with torch.no_grad():
             result = eager(*meta_args, **meta_kwargs)
     except Exception as e:
-        raise GraphBuildError(f"{op}: could not infer output types on meta tensors ({e}); pass out_type=") from e
+        raise GraphBuildError(
+            f"{op}: could not infer output types on meta tensors ({e}); pass out_type="
+        ) from e
 
     def to_type(r) -> Type:
         if isinstance(r, torch.Tensor):

@@ -51,8 +51,18 @@ class Slice:
 
 
 CONSTANT_TYPES = (
-    type(None), bool, int, float, complex, str, torch.dtype, torch.device, torch.layout,
-    torch.memory_format, type(Ellipsis), sympy.Expr,
+    type(None),
+    bool,
+    int,
+    float,
+    complex,
+    str,
+    torch.dtype,
+    torch.device,
+    torch.layout,
+    torch.memory_format,
+    type(Ellipsis),
+    sympy.Expr,
 )
 
 

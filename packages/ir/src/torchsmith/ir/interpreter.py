@@ -59,7 +59,11 @@ def check_runtime_type(value: Value, actual, bindings: dict[str, int], where: st
             problem = f"expected a tensor, got {type(actual).__name__}"
         else:
             shape = tuple(evaluate(d, bindings) for d in t.shape)
-            if tuple(actual.shape) != shape or actual.dtype != t.dtype or actual.device != torch.device(t.device):
+            if (
+                tuple(actual.shape) != shape
+                or actual.dtype != t.dtype
+                or actual.device != torch.device(t.device)
+            ):
                 got = TensorType.of(actual)
                 problem = f"expected {format_type(t)} (shape {list(shape)}), got {format_type(got)}"
     elif isinstance(t, SymIntType):
@@ -127,14 +131,17 @@ def interpret(graph: Graph, *inputs, check_types: bool = False) -> list:
         if isinstance(result, (list, tuple)) and outputs:
             if len(result) != len(outputs):
                 raise InterpretError(
-                    f"while running {_describe(node)}: it returned {len(result)} values for {len(outputs)} outputs"
+                    f"while running {_describe(node)}: "
+                    f"it returned {len(result)} values for {len(outputs)} outputs"
                 )
             for v, r in zip(outputs, result, strict=True):
                 env[v.name] = r
         elif len(outputs) == 1:
             env[outputs[0].name] = result
         elif outputs:
-            raise InterpretError(f"while running {_describe(node)}: it returned one value for {len(outputs)} outputs")
+            raise InterpretError(
+                f"while running {_describe(node)}: it returned one value for {len(outputs)} outputs"
+            )
         if check_types:
             for v in outputs:
                 check_runtime_type(v, env[v.name], bindings, f"after {_describe(node)}")

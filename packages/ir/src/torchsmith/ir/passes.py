@@ -48,8 +48,21 @@ def run_pipeline(graph: Graph, passes: Sequence[GraphPass], *, verify: bool | No
 
 _INPLACE_DUNDERS = frozenset(
     f"__i{op}__"
-    for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "lshift", "rshift",
-               "matmul")
+    for op in (
+        "add",
+        "sub",
+        "mul",
+        "truediv",
+        "floordiv",
+        "mod",
+        "pow",
+        "and",
+        "or",
+        "xor",
+        "lshift",
+        "rshift",
+        "matmul",
+    )
 ) | {"__setitem__"}
 
 

@@ -21,8 +21,11 @@ import torch
 from torchsmith.ir.builder import name_hint
 from torchsmith.ir.graph import Graph, Node, Slice, Value, freeze_arg, iter_values
 from torchsmith.ir.json_codec import paused_gc
+from torchsmith.ir.sample_inputs import example_inputs
 from torchsmith.ir.symbolic import evaluate, floordiv, free_symbols, normalize_dim, symbol
 from torchsmith.ir.types import ScalarType, SymIntType, TensorType
+
+__all__ = ["example_inputs", "random_graph"]
 
 _SYMBOLS = ("s0", "s1", "s2")
 _CONCRETE = (2, 3, 4, 5)
@@ -454,46 +457,3 @@ def _random_graph(seed: int, num_nodes: int, symbolic: bool) -> Graph:
     values = [v for node in gen.nodes for v in node.outputs]
     outputs = [v for v in values if v.name not in gen.used] or values[-1:] or gen.inputs[:1]
     return Graph(gen.name, tuple(gen.inputs), tuple(gen.nodes), tuple(outputs))
-
-
-def example_inputs(graph: Graph, sizes: dict[str, int] | None = None, seed: int = 0) -> list:
-    """Random inputs of the declared types of `graph`'s inputs.
-
-    Symbols take their value from `sizes`, else a seeded random size in 2..5. Tensors get the
-    declared strides (via `empty_strided`), dtype, device and requires_grad.
-    """
-    rng = random.Random(seed)
-    gen = torch.Generator().manual_seed(seed)
-    bindings = dict(sizes or {})
-    for v in graph.inputs:
-        for name in sorted(v.type.free_symbols):
-            if name not in bindings:
-                bindings[name] = rng.randint(2, 5)
-    return [_example_value(v, bindings, rng, gen) for v in graph.inputs]
-
-
-def _example_value(v: Value, bindings: dict[str, int], rng: random.Random, gen: torch.Generator):
-    t = v.type
-    if isinstance(t, SymIntType):
-        return evaluate(t.expr, bindings)
-    if isinstance(t, ScalarType):
-        makers = {
-            "bool": lambda: rng.random() < 0.5,
-            "int": lambda: rng.randint(-4, 4),
-            "float": lambda: rng.uniform(-2, 2),
-            "complex": lambda: complex(rng.uniform(-2, 2), rng.uniform(-2, 2)),
-            "none": lambda: None,
-        }
-        return makers[t.kind]()
-    shape = [evaluate(d, bindings) for d in t.shape]
-    strides = [evaluate(s, bindings) for s in t.strides]
-    if t.dtype == torch.bool:
-        dense = torch.rand(shape, generator=gen) < 0.5
-    elif t.dtype.is_floating_point or t.dtype.is_complex:
-        dense = torch.randn(shape, generator=gen, dtype=t.dtype)
-    else:
-        dense = torch.randint(-5, 6, shape, generator=gen, dtype=t.dtype)
-    out = torch.empty_strided(shape, strides, dtype=t.dtype, device=t.device)
-    out.copy_(dense)
-    return out.requires_grad_() if t.requires_grad else out
-

@@ -23,8 +23,21 @@ from torchsmith.ir.errors import UnknownOpError
 
 # Argument kinds a schema can name, and what each accepts (see ArgSpec.accepts).
 ARG_KINDS = (
-    "tensor", "tensors", "int", "ints", "float", "floats", "bool", "bools", "scalar", "dtype",
-    "device", "layout", "memory_format", "str", "any",
+    "tensor",
+    "tensors",
+    "int",
+    "ints",
+    "float",
+    "floats",
+    "bool",
+    "bools",
+    "scalar",
+    "dtype",
+    "device",
+    "layout",
+    "memory_format",
+    "str",
+    "any",
 )
 
 
@@ -63,7 +76,9 @@ class ArgSpec:
             if kind == "int":
                 return isinstance(t, SymIntType) or t == ScalarType("int") or t == ScalarType("bool")
             if kind == "float":
-                return isinstance(t, SymIntType) or (isinstance(t, ScalarType) and t.kind in ("int", "float", "bool"))
+                return isinstance(t, SymIntType) or (
+                    isinstance(t, ScalarType) and t.kind in ("int", "float", "bool")
+                )
             if kind == "bool":
                 return t == ScalarType("bool")
             if kind == "scalar":
@@ -73,7 +88,7 @@ class ArgSpec:
             return False
         checks = {
             "tensor": lambda a: False,
-            "int": lambda a: (isinstance(a, int) or isinstance(a, sympy.Expr)),
+            "int": lambda a: isinstance(a, int) or isinstance(a, sympy.Expr),
             "float": lambda a: isinstance(a, (int, float)) or isinstance(a, sympy.Expr),
             "bool": lambda a: isinstance(a, bool),
             "scalar": lambda a: isinstance(a, (int, float, complex)) or isinstance(a, sympy.Expr),
@@ -143,7 +158,9 @@ def lookup_op(name: str) -> OpDef:
     if dialect == "aten":
         opdef = _resolve_aten(name)
     elif dialect in _RESOLVABLE_MODULES:
-        opdef = OpDef(name, _resolve_attribute(name, _RESOLVABLE_MODULES[dialect]), OpSchema((), variadic=True))
+        opdef = OpDef(
+            name, _resolve_attribute(name, _RESOLVABLE_MODULES[dialect]), OpSchema((), variadic=True)
+        )
     else:
         raise UnknownOpError(
             f"unknown op {name!r}: dialect {dialect!r} ops must be registered with "
@@ -177,7 +194,10 @@ def op_name_of(target) -> str:
         if getattr(module, getattr(target, "__name__", ""), None) is target:
             return f"{module_name}.{target.__name__}"
     qualname = getattr(target, "__qualname__", "")
-    if qualname.startswith(("Tensor.", "TensorBase.")) and getattr(torch.Tensor, target.__name__, None) is target:
+    if (
+        qualname.startswith(("Tensor.", "TensorBase."))
+        and getattr(torch.Tensor, target.__name__, None) is target
+    ):
         return f"torch.Tensor.{target.__name__}"
     module = getattr(target, "__module__", None)
     if module in ("_operator", "operator") and getattr(operator, target.__name__, None) is target:
@@ -214,14 +234,32 @@ def _kind_of_jit_type(type_text: str) -> tuple[str, bool]:
     optional = type_text.endswith("?")
     base = type_text.rstrip("?")
     if base.startswith("Optional[") and base.endswith("]"):
-        optional, base = True, base[len("Optional["):-1]
+        optional, base = True, base[len("Optional[") : -1]
     mapping = {
-        "Tensor": "tensor", "Tensor[]": "tensors", "List[Tensor]": "tensors", "Tensor?[]": "tensors",
-        "List[Optional[Tensor]]": "tensors", "int": "int", "SymInt": "int", "int[]": "ints",
-        "SymInt[]": "ints", "List[int]": "ints", "List[SymInt]": "ints", "float": "float",
-        "float[]": "floats", "List[float]": "floats", "bool": "bool", "bool[]": "bools",
-        "List[bool]": "bools", "Scalar": "scalar", "number": "scalar", "ScalarType": "dtype",
-        "int8": "dtype", "Device": "device", "Layout": "layout", "MemoryFormat": "memory_format",
+        "Tensor": "tensor",
+        "Tensor[]": "tensors",
+        "List[Tensor]": "tensors",
+        "Tensor?[]": "tensors",
+        "List[Optional[Tensor]]": "tensors",
+        "int": "int",
+        "SymInt": "int",
+        "int[]": "ints",
+        "SymInt[]": "ints",
+        "List[int]": "ints",
+        "List[SymInt]": "ints",
+        "float": "float",
+        "float[]": "floats",
+        "List[float]": "floats",
+        "bool": "bool",
+        "bool[]": "bools",
+        "List[bool]": "bools",
+        "Scalar": "scalar",
+        "number": "scalar",
+        "ScalarType": "dtype",
+        "int8": "dtype",
+        "Device": "device",
+        "Layout": "layout",
+        "MemoryFormat": "memory_format",
         "str": "str",
     }
     kind = mapping.get(base)
@@ -237,7 +275,9 @@ def _schema_from_torch(schema) -> OpSchema:
     for argument in schema.arguments:
         # `type` shows ScalarType, Layout and MemoryFormat as plain int; `real_type` keeps them
         kind, optional = _kind_of_jit_type(str(getattr(argument, "real_type", argument.type)))
-        params.append(ArgSpec(argument.name, kind, optional, argument.kwarg_only, argument.has_default_value()))
+        params.append(
+            ArgSpec(argument.name, kind, optional, argument.kwarg_only, argument.has_default_value())
+        )
     returns = schema.returns
     list_return = any(str(r.type) in ("Tensor[]", "List[Tensor]") for r in returns)
     return OpSchema(tuple(params), variadic=False, num_outputs=None if list_return else len(returns))

@@ -148,7 +148,9 @@ def evaluate(value, bindings: dict[str, int]):
     missing = free_symbols(value) - bindings.keys()
     if missing:
         raise SymbolicError(f"cannot evaluate {format_dim(value)}: no value for {', '.join(sorted(missing))}")
-    result = value.xreplace({symbol(n): sympy.Integer(v) for n, v in bindings.items() if n in free_symbols(value)})
+    result = value.xreplace(
+        {symbol(n): sympy.Integer(v) for n, v in bindings.items() if n in free_symbols(value)}
+    )
     if result in (sympy.true, sympy.false):
         return bool(result)
     if not result.is_Integer:
@@ -282,7 +284,9 @@ def _build(node: ast.AST, text: str):
         args = [_build(a, text) for a in node.args]
         return sym_max(*args) if node.func.id == "max" else sym_min(*args)
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _COMPARE:
-        return compare(_COMPARE[type(node.ops[0])], _build(node.left, text), _build(node.comparators[0], text))
+        return compare(
+            _COMPARE[type(node.ops[0])], _build(node.left, text), _build(node.comparators[0], text)
+        )
     raise SymbolicError(f"cannot read {ast.unparse(node)!r} in symbolic expression {text!r}")
 
 

@@ -64,7 +64,11 @@ class TensorType:
     def of(tensor: torch.Tensor) -> "TensorType":
         """The type of a concrete (or meta) tensor."""
         return TensorType(
-            tuple(tensor.shape), tensor.dtype, str(tensor.device), tuple(tensor.stride()), tensor.requires_grad
+            tuple(tensor.shape),
+            tensor.dtype,
+            str(tensor.device),
+            tuple(tensor.stride()),
+            tensor.requires_grad,
         )
 
     @property
@@ -116,7 +120,9 @@ class ScalarType:
 
     def __post_init__(self):
         if self.kind not in SCALAR_KINDS:
-            raise TypeParseError(f"unknown scalar kind {self.kind!r}; expected one of {', '.join(SCALAR_KINDS)}")
+            raise TypeParseError(
+                f"unknown scalar kind {self.kind!r}; expected one of {', '.join(SCALAR_KINDS)}"
+            )
 
     @staticmethod
     def of(value) -> "ScalarType":
@@ -211,10 +217,14 @@ def parse_type(text: str) -> Type:
             f"'sym(s0)' or one of {', '.join(SCALAR_KINDS)}"
         )
     shape = _parse_dims(match["shape"], text)
-    strides = _parse_dims(match["strides"], text) if match["strides"] is not None else contiguous_strides(shape)
+    strides = (
+        _parse_dims(match["strides"], text) if match["strides"] is not None else contiguous_strides(shape)
+    )
     if len(strides) != len(shape):
         raise TypeParseError(f"type {text!r} has {len(shape)} dims but {len(strides)} strides")
-    return TensorType(shape, dtype_from_name(match["dtype"]), match["device"], strides, match["grad"] is not None)
+    return TensorType(
+        shape, dtype_from_name(match["dtype"]), match["device"], strides, match["grad"] is not None
+    )
 
 
 def as_type(t) -> Type:

@@ -21,6 +21,7 @@ It is a plain function run between passes in tests and debug mode, never on the 
 """
 
 import os
+import reprlib
 
 import sympy
 
@@ -71,10 +72,29 @@ def describe_node(node: Node, index: int) -> str:
 
     try:
         text = format_node(node.replace(source=None))
-    except Exception:  # a node with unprintable arguments must still be named
-        text = f"{node.op}(...)"
+    except Exception:  # a node with unprintable types or arguments must still be named
+        try:
+            text = format_node(node.replace(source=None, outputs=()))
+        except Exception:
+            text = f"{node.op}(...)"
+        names = ", ".join(f"%{getattr(v, 'name', v)}" for v in node.outputs)
+        text = f"{names} = {text}" if names else text
     where = f"node {index} ({text})"
     return where + (f" at {node.source}" if node.source else "")
+
+
+class _NodeWhere:
+    """Names a node in problem messages; the node is printed only when a problem is reported."""
+
+    __slots__ = ("node", "index", "_text")
+
+    def __init__(self, node: Node, index: int):
+        self.node, self.index, self._text = node, index, None
+
+    def __str__(self) -> str:
+        if self._text is None:
+            self._text = describe_node(self.node, self.index)
+        return self._text
 
 
 def _describe_arg(arg) -> str:
@@ -87,7 +107,7 @@ def _describe_arg(arg) -> str:
 
     try:
         return format_arg(arg)
-    except IRError:
+    except Exception:  # e.g. a layout the text form has no name for
         return repr(arg)
 
 
@@ -113,11 +133,11 @@ class _Checker:
     def run(self) -> list[str]:
         graph = self.graph
         for value in graph.inputs:
-            if self._is_valid_type(value, f"graph input %{getattr(value, 'name', value)}"):
+            if self._is_valid_type(value, "graph input"):
                 self.bound |= _bare_symbols(value.type)
         for value in graph.inputs:
             if isinstance(value, Value):
-                self._define(value, f"graph input %{value.name}")
+                self._define(value, f"graph input %{value.name}", f"graph input %{value.name}")
                 self._check_symbols(value.type, f"graph input %{value.name}", "its type")
         for index, node in enumerate(graph.nodes):
             self._check_node(node, index)
@@ -127,7 +147,7 @@ class _Checker:
 
     # -- values ------------------------------------------------------------------------------
 
-    def _is_valid_type(self, value, where: str) -> bool:
+    def _is_valid_type(self, value, where) -> bool:
         if not isinstance(value, Value):
             self.problems.append(f"{where}: {value!r} is not a Value; expected Value(name, type)")
             return False
@@ -139,7 +159,7 @@ class _Checker:
             return False
         return True
 
-    def _define(self, value: Value, where: str) -> None:
+    def _define(self, value: Value, where, label: str) -> None:
         if not value.name.isidentifier():
             self.problems.append(
                 f"{where}: value name {value.name!r} is not an identifier, "
@@ -152,9 +172,9 @@ class _Checker:
             )
             return
         self.defined[value.name] = value
-        self.defined_at[value.name] = where.split(" (", 1)[0]
+        self.defined_at[value.name] = label
 
-    def _check_use(self, value, where: str) -> None:
+    def _check_use(self, value, where) -> None:
         if not isinstance(value, Value):
             self.problems.append(f"{where}: {value!r} is not a Value")
             return
@@ -171,7 +191,7 @@ class _Checker:
                 f"type {_type_text(definition.type)}; a use must carry the type of the definition"
             )
 
-    def _check_symbols(self, t, where: str, what: str) -> None:
+    def _check_symbols(self, t, where, what: str) -> None:
         if not isinstance(t, (TensorType, SymIntType, ScalarType)):
             return
         unbound = sorted(t.free_symbols - self.bound)
@@ -188,7 +208,7 @@ class _Checker:
     # -- nodes -------------------------------------------------------------------------------
 
     def _check_node(self, node: Node, index: int) -> None:
-        where = describe_node(node, index)
+        where = _NodeWhere(node, index)
         if not isinstance(node.op, str) or "." not in node.op:
             self.problems.append(f"{where}: op {node.op!r} is not a qualified name such as 'aten.mm.default'")
             return
@@ -196,14 +216,14 @@ class _Checker:
         for name, arg in arguments:
             self._check_arg(arg, where, name)
         for value in node.outputs:
-            if self._is_valid_type(value, f"{where}: output"):
+            if self._is_valid_type(value, where):
                 self._check_symbols(value.type, where, f"output %{value.name} has type")
         self._check_op(node, where)
         for value in node.outputs:
             if isinstance(value, Value):
-                self._define(value, where)
+                self._define(value, where, f"node {index}")
 
-    def _check_arg(self, arg, where: str, keyword: str | None) -> None:
+    def _check_arg(self, arg, where, keyword: str | None) -> None:
         label = f"argument {keyword}=" if keyword else "an argument"
         for value in iter_values(arg):
             self._check_use(value, where)
@@ -212,8 +232,9 @@ class _Checker:
                 continue
             if not isinstance(leaf, CONSTANT_TYPES):
                 self.problems.append(
-                    f"{where}: {label} holds {type(leaf).__name__} {leaf!r}, which is not an IR argument; "
-                    "expected a Value, a constant, a slice or a list/tuple of those (see graph.freeze_arg)"
+                    f"{where}: {label} holds {type(leaf).__name__} {reprlib.repr(leaf)}, which is not an IR "
+                    "argument; expected a Value, a constant, a slice or a list/tuple of those "
+                    "(see graph.freeze_arg)"
                 )
             elif isinstance(leaf, sympy.Basic):
                 unbound = sorted(free_symbols(leaf) - self.bound)
@@ -223,18 +244,20 @@ class _Checker:
                         f"{'s' * (len(unbound) > 1)} {', '.join(unbound)} ({self._bound_text()})"
                     )
 
-    def _check_op(self, node: Node, where: str) -> None:
+    def _check_op(self, node: Node, where) -> None:
         try:
             opdef = lookup_op(node.op)
         except IRError as e:
             self.problems.append(f"{where}: {e}")
             return
-        if opdef.schema is not None:
-            self.problems += [f"{where}: {p}" for p in _schema_problems(node, opdef.schema)]
-        if opdef.infer is not None and all(isinstance(v, Value) for v in node.outputs):
+        schema_problems = _schema_problems(node, opdef.schema) if opdef.schema is not None else []
+        self.problems += [f"{where}: {p}" for p in schema_problems]
+        # an infer rule given arguments that break the schema would only add a confusing failure
+        outputs_ok = all(isinstance(v, Value) for v in node.outputs)
+        if opdef.infer is not None and not schema_problems and outputs_ok:
             self._check_infer(node, opdef.infer, where)
 
-    def _check_infer(self, node: Node, infer, where: str) -> None:
+    def _check_infer(self, node: Node, infer, where) -> None:
         try:
             result = infer(node.args, dict(node.kwargs))
             results = result if isinstance(result, (list, tuple)) else [result]

@@ -25,6 +25,15 @@ from torchsmith.ir.types import ScalarType, SymIntType, TensorType
 from torchsmith.prims.core import CATEGORY_OF, dtype_category, same_dim
 from torchsmith.prims.errors import PromotionError
 
+__all__ = [
+    "PromotionKind",
+    "broadcast_shapes",
+    "elementwise_dtypes",
+    "opmath_dtype",
+    "promote_types",
+    "result_type",
+]
+
 _INT_ORDER = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 _FLOAT_ORDER = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _COMPLEX_OF = {

@@ -5,7 +5,8 @@ Each result element i is a pure function of (seed, offset, i): Philox4x32-10 (Sa
 128-bit counter (i, offset). So a backend can regenerate any element anywhere (recompute in
 the backward, any tiling) and a graph's randomness is reproducible from (seed, offset) alone.
 The torch implementation computes in int64 tensors (torch lacks uint32 arithmetic on every
-device), the NumPy one in uint64; both are exact, so they agree bit for bit.
+device), the NumPy one in uint64; both are exact, so the Philox words and uniform values agree bit
+for bit on every device (normal values up to the device's rounding of log and cos).
 """
 
 import math

@@ -9,5 +9,6 @@ from torchsmith.prims.decompositions import (  # noqa: F401
     norms,
     pooling,
     reductions,
+    scatters,
     shapes,
 )

@@ -196,3 +196,16 @@ def native_group_norm_backward(e, grad_out, x, mean, rstd, weight, n, c, hxw, gr
 def batch_norm_inference(e, x, weight, bias, running_mean, running_var, momentum, eps):
     result = batch_norm_functional(e, x, weight, bias, running_mean, running_var, False, momentum, eps)
     return result if result is KEEP else result[:3]
+
+
+@register_decomposition(
+    "aten.native_batch_norm.default",
+    "aten._native_batch_norm_legit.default",
+    declines="training=True, which updates the running statistics in place (functionalization "
+    "turns it into _native_batch_norm_legit_functional), and " + DECLINES,
+)
+def batch_norm_eval(e, x, weight, bias, running_mean, running_var, training, momentum, eps):
+    if training:
+        return KEEP
+    result = batch_norm_functional(e, x, weight, bias, running_mean, running_var, False, momentum, eps)
+    return result if result is KEEP else result[:3]

@@ -8,7 +8,7 @@ import sympy
 import torch
 
 from torchsmith.ir import Value
-from torchsmith.ir.symbolic import Dim, floordiv, normalize_dim
+from torchsmith.ir.symbolic import Dim, floordiv, normalize_dim, sym_max, sym_min
 from torchsmith.ir.types import SymIntType
 from torchsmith.prims.core import same_dim
 from torchsmith.prims.decompose import KEEP, register_decomposition
@@ -105,8 +105,10 @@ def _clamp_bound(bound, size, default):
         if bound >= sys.maxsize or (isinstance(size, int) and bound >= size):
             return size
         if bound < 0:
-            bound = normalize_dim(size + bound)
-            return max(bound, 0) if isinstance(bound, int) else bound
+            # On a symbolic size the clamp stays in the expression: max(s0 - 100, 0).
+            return max(size + bound, 0) if isinstance(size, int) else sym_max(normalize_dim(size + bound), 0)
+        if not isinstance(size, int):
+            return sym_min(bound, size)
     return bound
 
 
@@ -118,6 +120,8 @@ def slice_(e, a, dim=0, start=None, end=None, step=1):
     lo, hi = _clamp_bound(start, size, 0), _clamp_bound(end, size, size)
     if isinstance(lo, int) and isinstance(hi, int) and hi < lo:
         hi = lo
+    elif not (isinstance(lo, int) and isinstance(hi, int)):
+        hi = sym_max(hi, lo)
     if (isinstance(lo, int) and lo == 0) and same_dim(hi, size) and step == 1:
         return a
     return e.slice(a, d, lo, hi, step)

@@ -79,10 +79,13 @@ def make_tensor(
 
 def one_node_graph(op: str, sample: Sample, *, symbolic: bool = False) -> tuple[Graph, list[torch.Tensor]]:
     """A graph with one input per sample tensor and one `op` node; returns (graph, its inputs).
-    `symbolic=True` gives every input dim of size >= 2 its own symbol per distinct size."""
+    `symbolic=True` gives every dim of size >= 2 one symbol per distinct size (as dynamo's duck
+    sizing does); output types come from the concrete graph with the same sizes symbolized."""
     import sympy
 
     from torchsmith.ir.symbolic import symbol
+
+    concrete_outputs = one_node_graph(op, sample)[0].outputs if symbolic else None
 
     builder = GraphBuilder(op.replace(".", "_"))
     inputs: list[torch.Tensor] = []
@@ -92,6 +95,7 @@ def one_node_graph(op: str, sample: Sample, *, symbolic: bool = False) -> tuple[
         if isinstance(a, torch.Tensor):
             t = TensorType.of(a).replace(requires_grad=False, strides=tuple(a.stride()))
             if symbolic:
+                a = a.contiguous()  # symbolic strides are contiguous ones
                 shape = tuple(
                     symbols.setdefault(s, symbol(f"s{len(symbols)}")) if s >= 2 else s for s in a.shape
                 )
@@ -106,6 +110,19 @@ def one_node_graph(op: str, sample: Sample, *, symbolic: bool = False) -> tuple[
 
     args = [freeze(a) for a in sample.args]
     kwargs = {k: freeze(v) for k, v in sample.kwargs.items()}
-    result = builder.op(op, *args, **kwargs)
+    out_type = None
+    if symbolic:
+        out_type = [
+            TensorType.make(
+                [symbols.get(s, s) if isinstance(s, int) and s >= 2 else s for s in v.type.shape],
+                v.type.dtype,
+                v.type.device,
+            )
+            if isinstance(v.type, TensorType)
+            else v.type
+            for v in concrete_outputs
+        ]
+        out_type = out_type if len(out_type) > 1 else out_type[0]
+    result = builder.op(op, *args, out_type=out_type, **kwargs)
     outputs = result if isinstance(result, tuple) else (result,)
     return builder.build(*outputs), inputs

@@ -136,6 +136,48 @@ STRUCTURED = {
         for d in (F32, F64)
         for w in (None, _t((3,), d, 1))
     ],
+    "aten.native_batch_norm.default": lambda: [
+        Sample(
+            (
+                _t((2, 3, 4, 4)),
+                _t((3,), seed=1),
+                None,
+                _t((3,), seed=3),
+                _t((3,), seed=4, domain=(0.5, 2)),
+                False,
+                0.1,
+                1e-5,
+            )
+        )
+    ],
+    "aten._native_batch_norm_legit.default": lambda: [
+        Sample(
+            (
+                _t((2, 3, 4, 4), F64),
+                None,
+                _t((3,), F64, 2),
+                _t((3,), F64, 3),
+                _t((3,), F64, 4, (0.5, 2)),
+                False,
+                0.1,
+                1e-5,
+            )
+        )
+    ],
+    "aten.slice_scatter.default": lambda: [
+        Sample((_t((6, 5)), _t((2, 5), seed=1), 0, 1, 5, 2)),
+        Sample((_t((6, 5), F16), _t((6, 2), F32, 1), 1, -2)),
+    ],
+    "aten.select_scatter.default": lambda: [Sample((_t((6, 5)), _t((6,), seed=1), 1, -1))],
+    "aten.diagonal_scatter.default": lambda: [
+        Sample((_t((4, 5)), _t((4,), seed=1))),
+        Sample((_t((2, 4, 5)), _t((2, 2), seed=1), 2, 2, 1)),
+    ],
+    "aten.copy.default": lambda: [
+        Sample((_t((3, 4)), _t((4,), F16, 1))),
+        Sample((_t((3, 4), I32), _t((3, 4), seed=1))),
+    ],
+    "aten.lift_fresh.default": lambda: [Sample((_t((3, 4)),))],
     "aten.native_batch_norm_backward.default": lambda: [
         Sample(
             (
