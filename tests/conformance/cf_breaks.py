@@ -315,3 +315,31 @@ def break_inside_nested_with_blocks():
             c = x * 4
         return a, b, c, torch.is_grad_enabled()
     return f, [(torch.randn(2, requires_grad=True),)]
+
+
+@program(B)
+def break_with_closure_cells_alive():
+    def f(x):
+        k = 2
+        scale = lambda t: t * k  # noqa: E731
+        y = scale(x)
+        print("break")
+        k = 5
+        return scale(y) + 1, k
+    return one(f, T(2))
+
+
+@program(B)
+def break_with_nonlocal_counter():
+    def f(x):
+        calls = []
+
+        def record(t):
+            calls.append(1)
+            return t + len(calls)
+
+        a = record(x)
+        print("break")
+        b = record(a)
+        return b, len(calls)
+    return one(f, T(2))

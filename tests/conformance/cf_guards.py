@@ -108,3 +108,127 @@ def aliased_inputs_are_guarded():
 
     x = T(3)
     return f, [(T(3), T(3)), (x, x)]
+
+
+@program(G, graphs=2)
+def global_value_change_recompiles():
+    def f(x):
+        return x * FACTOR
+
+    def change():
+        global FACTOR
+        FACTOR = 5.0
+
+    global FACTOR
+    FACTOR = 2.0
+    return f, [(T(2),), change, (T(2),)]
+
+
+FACTOR = 2.0
+
+
+@program(G, graphs=2)
+def module_train_eval_switch_recompiles():
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            return x * 2 if self.training else x - 1
+
+    m = Net()
+    return m, [(T(2),), m.eval, (T(2),), m.eval, (T(2),)]
+
+
+@program(G, graphs=2)
+def module_list_append_recompiles():
+    class Stack(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = torch.nn.ModuleList([torch.nn.Linear(2, 2)])
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = layer(x)
+            return x
+
+    m = Stack()
+    return m, [(T(2),), lambda: m.layers.append(torch.nn.Linear(2, 2)), (T(2),)]
+
+
+@program(G, graphs=2)
+def object_attribute_mutated_between_calls():
+    class Cfg:
+        scale = 1.0
+
+    cfg = Cfg()
+
+    def f(x):
+        return x * cfg.scale
+
+    def change():
+        cfg.scale = 3.0
+    return f, [(T(2),), change, (T(2),)]
+
+
+@program(G, graphs=2)
+def closure_variable_rebound_between_calls():
+    k = 1.0
+
+    def f(x):
+        return x * k
+
+    def change():
+        nonlocal k
+        k = 4.0
+    return f, [(T(2),), change, (T(2),)]
+
+
+@program(G, graphs=2)
+def set_contents_are_guarded():
+    allowed = {"a"}
+
+    def f(x, name):
+        return x * 2 if name in allowed else x * 3
+
+    return f, [(T(2), "b"), lambda: allowed.add("b"), (T(2), "b")]
+
+
+@program(G, graphs=2)
+def hook_added_between_calls_recompiles():
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(2, 2)
+
+        def forward(self, x):
+            return self.fc(x)
+
+    m = Net()
+    return m, [(T(2),), lambda: m.fc.register_forward_hook(lambda mod, a, out: out * 10), (T(2),)]
+
+
+@program(G, graphs=3)
+def input_dtype_and_device_flip():
+    def f(x):
+        return x * 2
+    return f, [(T(2),), (T(2).double(),), (torch.arange(2),), (T(2),)]
+
+
+@program(G, graphs=2)  # the third lambda has other code: it recompiles
+def fresh_lambda_each_call_reuses_the_graph():
+    def f(x, fn):
+        return fn(x) * 2
+
+    def make_fn(k):
+        return lambda t: t + k
+
+    return f, [(T(2), make_fn(1)), (T(2), make_fn(1)), (T(2), (lambda t: t + 1))]
+
+
+@program(G, graphs=2)
+def closure_value_change_recompiles_even_with_same_code():
+    def f(x, fn):
+        return fn(x)
+
+    def make_fn(k):
+        return lambda t: t * k
+
+    return f, [(T(2), make_fn(2)), (T(2), make_fn(3)), (T(2), make_fn(2))]

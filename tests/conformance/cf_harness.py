@@ -1,10 +1,15 @@
 """The conformance harness: run a program eagerly and compiled, compare everything observable.
 
 A program is a function returning `(fn, calls)`: `fn` is a function or module and `calls` a list of
-argument tuples, one per call. The harness builds the program twice from the same seed (one copy
-runs eagerly, one compiled with a counting backend), calls both with every argument tuple, and
-compares return values, raised exceptions, the arguments afterwards (mutated tensors, lists, dicts,
-objects, module state) and the Python state the program exposes as `fn.state` if any.
+argument tuples, one per call, or of callables run between calls (to change state the program
+reads). The harness builds the program twice from the same seed (one copy runs eagerly, one compiled
+with a counting backend), calls both with every argument tuple, and compares return values, raised
+exceptions, the arguments afterwards (mutated tensors, lists, dicts, objects, module state) and the
+Python state the program exposes as `fn.state` if any. Each program also states how many graphs
+(and graph breaks) it must produce, so a program silently running eagerly fails.
+
+Adding a program: write a factory in the cf_<theme>.py file of its theme, decorated with
+`@program(theme, graphs=..., breaks=..., fullgraph=..., dynamic=...)`.
 """
 
 import dataclasses
@@ -109,6 +114,9 @@ def assert_same(a, b, path="result"):
 def run_calls(fn, calls):
     results = []
     for args in calls:
+        if callable(args):  # a step between calls (e.g. change a global) made by the same make()
+            args()
+            continue
         try:
             results.append(("ok", snapshot(fn(*args))))
         except Exception as e:  # compared with the other side
@@ -136,7 +144,7 @@ def check(prog: Program) -> CountingBackend:
         compiled.state = fn.state
     if prog.compiled_raises is not None:
         try:
-            compiled(*calls[0])
+            compiled(*next(c for c in calls if not callable(c)))
         except prog.compiled_raises:
             return backend
         raise AssertionError(f"compiled call did not raise {prog.compiled_raises.__name__}")

@@ -375,3 +375,62 @@ def iterate_parameters_and_modules():
             return x * total, names, len(list(self.modules()))
 
     return calls(P(), [T(2)])
+
+
+@program(M)
+def forward_patched_on_instance():
+    m = nn.Linear(3, 3)
+    original = m.forward
+    m.forward = lambda x: original(x) * 2
+    return calls(m, [T(2, 3)])
+
+
+@program(M)
+def submodule_with_patched_forward():
+    class Outer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = nn.Linear(2, 2)
+            inner_forward = self.inner.forward
+            self.inner.forward = lambda x: inner_forward(x) + 100
+
+        def forward(self, x):
+            return self.inner(x) - 1
+
+    return calls(Outer(), [T(2)])
+
+
+@program(M)
+def module_with_custom_call():
+    class Scaled(nn.Module):
+        def forward(self, x):
+            return x + 1
+
+        def __call__(self, x):
+            return super().__call__(x) * 3
+
+    class Outer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.s = Scaled()
+
+        def forward(self, x):
+            return self.s(x)
+
+    return calls(Outer(), [T(2)])
+
+
+@program(M)
+def top_level_module_with_custom_call():
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(2, 2)
+
+        def forward(self, x):
+            return self.fc(x)
+
+        def __call__(self, x):
+            return super().__call__(x) * 3
+
+    return calls(Scaled(), [T(2)])

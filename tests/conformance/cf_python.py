@@ -727,3 +727,45 @@ def allow_in_graph_keeps_a_call_whole():
     def f(x):
         return _scaled_tanh_kept(x + 1, 2.0) - 1
     return one(f, T(3))
+
+
+@program(P)
+def sorted_with_key_and_pairs():
+    def f(x, d, items):
+        ordered = sorted(items, key=lambda t: -t)
+        pairs = sorted(d.items())
+        return x * ordered[0], [k for k, _ in pairs], pairs[0][1] + 1
+    return f, [(T(2), {"b": T(2), "a": T(2)}, [1, 3, 2])]
+
+
+@program(P)
+def string_methods_on_constants():
+    def f(x, names):
+        label = "-".join(names).upper().replace("A", "Z")
+        return x * len(label), label.startswith("Z"), label.split("-")
+    return f, [(T(2), ["a", "bc"])]
+
+
+@program(P)
+def varargs_and_keyword_only_compiled_function():
+    def f(*xs, scale=2.0, shift=0.0):
+        return sum(xs) * scale + shift
+    return f, [(T(2), T(2))]
+
+
+@program(P)
+def closures_made_in_a_comprehension():
+    def f(x):
+        fns = [lambda t: t * i for i in range(3)]
+        return [g(x) for g in fns]
+    return one(f, T(2))
+
+
+@program(P)
+def argument_captured_by_inner_function():
+    def f(x, k):
+        def inner(t):
+            return t * k
+        k = k + 1
+        return inner(x)
+    return f, [(T(2), 2)]

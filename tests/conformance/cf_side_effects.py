@@ -213,3 +213,53 @@ def attribute_write_then_read_back():
         box.t = x * box.v
         return box.t + box.v
     return f, [(T(2), Box())]
+
+
+@program(S)
+def class_level_list_append_is_kept():
+    class Registry:
+        items = []
+
+    def f(x):
+        Registry.items.append(x.sum())
+        return x + len(Registry.items)
+
+    f.state = Registry.items
+    return f, [(T(2),), (T(2),)]
+
+
+@program(S)
+def global_dict_update():
+    def f(x):
+        CACHE["last"] = x * 2
+        CACHE["n"] = CACHE.get("n", 0) + 1
+        return CACHE["n"]
+
+    CACHE.clear()
+    f.state = CACHE
+    return f, [(T(2),), (T(2),)]
+
+
+CACHE = {}
+
+
+@program(S)
+def delete_attribute_runs_eagerly_after_graph():
+    class Box:
+        def __init__(self):
+            self.tmp = 1
+
+    def f(x, box):
+        y = x * 2
+        del box.tmp
+        return y + hasattr(box, "tmp")
+    return f, [(T(2), Box())]
+
+
+@program(S)
+def list_sort_and_insert_on_input():
+    def f(x, xs):
+        xs.sort()
+        xs.insert(0, 100)
+        return x * xs[1]
+    return f, [(T(2), [3, 1, 2])]

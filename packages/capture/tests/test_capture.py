@@ -134,9 +134,8 @@ def test_fullgraph_error_names_construct_file_and_line(compile_with):
 
 def test_unresumable_break_runs_the_whole_frame_eagerly(compile_with, backend):
     def f(x):
-        k = 2
-        scale = lambda t: t * k  # noqa: E731 - `k` becomes a cell: no resume function is possible
-        print("cells")
+        scale = lambda t, *, k=2: t * k  # noqa: E731 - keyword defaults: not rebuilt after a break
+        print("kwdefaults")
         return scale(x) + 1
 
     compiled = compile_with(f)
@@ -180,6 +179,25 @@ def test_break_inside_try_block_keeps_the_handler(compile_with, backend):
     assert calls == [0]
 
 
+def test_break_shares_cells_with_inner_functions(compile_with, backend):
+    def f(x):
+        count = 0
+
+        def bump(t):
+            nonlocal count
+            count += 1
+            return t * count
+
+        y = bump(x)
+        print("break")
+        y = bump(y)
+        return y, count
+
+    out, count = compile_with(f)(torch.ones(2))
+    assert count == 2 and out.tolist() == [2.0, 2.0]
+    assert len(backend.graphs) == 2
+
+
 def test_capture_does_not_leave_grad_mode_changed(compile_with):
     def f(x):
         with torch.no_grad():
@@ -196,3 +214,21 @@ def test_session_records_guards_and_source(compile_with):
     (record,) = compiled.session.records
     assert any("L['k'] == 3" in g for g in record.guards)
     assert "def run(L, G)" in record.source
+
+
+@pytest.mark.parametrize(
+    ("op", "args", "kwargs", "expected"),
+    [
+        ("torch.Tensor.to", ("cuda:1", torch.float16), {}, "f16[2, 3] cuda:1"),
+        ("torch.Tensor.to", (torch.float64,), {}, "f64[2, 3] cpu"),
+        ("torch.Tensor.cuda", (), {}, "f32[2, 3] cuda:0"),
+        ("torch.Tensor.cpu", (), {}, "f32[2, 3] cpu"),
+    ],
+)
+def test_device_moves_are_typed_with_the_target_device(op, args, kwargs, expected):
+    from torchsmith.capture.tensors import infer_result
+    from torchsmith.ir import TensorType, Value
+
+    x = Value("x", TensorType.make((2, 3), torch.float32))
+    fn = getattr(torch.Tensor, op.rsplit(".", 1)[-1])
+    assert str(infer_result(op, fn, (x, *args), kwargs, True)) == expected

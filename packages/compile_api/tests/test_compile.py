@@ -159,3 +159,49 @@ def test_logs_artifacts(capsys):
     assert "torch.Tensor.__mul__" in err and "def guard(L, G)" in err and "def run(L, G)" in err
     with pytest.raises(ValueError, match="unknown log artifact"):
         torchsmith.set_logs(["nope"])
+
+
+def test_compile_decorates_a_forward_method_and_a_bound_method():
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(2, 2)
+
+        @torchsmith.compile(backend="eager")
+        def forward(self, x):
+            return self.fc(x).relu()
+
+        def score(self, x):
+            return self.fc(x).sum()
+
+    net = Net()
+    x = torch.randn(3, 2)
+    torch.testing.assert_close(net(x), net.fc(x).relu())
+    score = torchsmith.compile(net.score, backend="eager")
+    torch.testing.assert_close(score(x), net.fc(x).sum())
+
+
+def test_recompile_after_eval_switch_on_compiled_module():
+    backend = counting()
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Dropout(0.5))
+    compiled = torchsmith.compile(model, backend=backend)
+    compiled.eval()
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(compiled(x), model(x))
+    compiled.train()
+    compiled(x)
+    assert len(backend.graphs) == 2
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_training_step_gradients_match_eager(backend):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU(), torch.nn.Linear(8, 1))
+    reference = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU(), torch.nn.Linear(8, 1))
+    reference.load_state_dict(model.state_dict())
+    compiled = torchsmith.compile(model, backend=backend)
+    x = torch.randn(5, 4)
+    compiled(x).pow(2).mean().backward()
+    reference(x).pow(2).mean().backward()
+    for p, q in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(p.grad, q.grad)

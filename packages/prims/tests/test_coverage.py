@@ -39,3 +39,6 @@ def test_readme_shows_the_current_totals():
         f"{counts['missing']} missing of {counts['total']}"
     )
     assert expected in re.sub(r"\s+", " ", text), f"update the README's coverage line to: {expected}"
+    from torchsmith.prims import DECOMPOSITIONS
+
+    assert f"In all {len(DECOMPOSITIONS)} ATen overloads" in re.sub(r"\s+", " ", text)

@@ -176,3 +176,71 @@ def test_public_api_matches_its_snapshot():
     if os.environ.get("TORCHSMITH_UPDATE_GOLDEN"):
         path.write_text(text)
     assert text == path.read_text()
+
+
+def test_force_decomposes_an_op_kept_whole_by_default():
+    b = GraphBuilder("g")
+    grad = b.input("grad", "f32[1, 5, 4] cpu")
+    x = b.input("x", "f32[1, 3, 9] cpu")
+    w = b.input("w", "f32[5, 3, 3] cpu")
+    outs = b.op(
+        "aten.convolution_backward.default", grad, x, w, [5], [2], [1], [2], False, [0], 1, [True] * 3
+    )
+    graph = b.build(*outs)
+    assert decompose(graph).ops() == ["aten.convolution_backward.default"]
+    forced = decompose(graph, force={"aten.convolution_backward"})
+    assert "prims.convolution" in forced.ops() and all(n.dialect == "prims" for n in forced.nodes)
+    inputs = [torch.randn(1, 5, 4), torch.randn(1, 3, 9), torch.randn(5, 3, 3)]
+    for got, expected in zip(interpret(forced, *inputs), interpret(graph, *inputs)):
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def _dropout_graph():
+    b = GraphBuilder("g")
+    x = b.input("x", "f32[64, 64] cpu")
+    out, mask = b.op("aten.native_dropout.default", x, 0.25, True)
+    noise = b.op("aten.rand.default", [3, 5], dtype=torch.float32, device="cpu")
+    return b.build(out, mask, noise)
+
+
+def test_random_ops_stay_whole_unless_philox_is_asked_for():
+    graph = _dropout_graph()
+    assert decompose(graph).ops() == ["aten.native_dropout.default", "aten.rand.default"]
+    decomposed = decompose(graph, philox=True)
+    assert decomposed.ops().count("prims.philox_rand") == 2
+    assert [v.name for v in decomposed.inputs] == ["x", "philox_seed", "philox_offset"]
+
+
+def test_philox_dropout_is_reproducible_and_scaled():
+    decomposed = decompose(_dropout_graph(), philox=True)
+    x = torch.randn(64, 64)
+    seed, offset = torch.tensor(7), torch.tensor(100)
+    out, mask, noise = interpret(decomposed, x, seed, offset, check_types=True)
+    again = interpret(decomposed, x, seed, offset)
+    assert all(torch.equal(a, b) for a, b in zip((out, mask, noise), again))
+    assert not torch.equal(mask, interpret(decomposed, x, seed, torch.tensor(101))[1])
+    assert abs(mask.float().mean().item() - 0.75) < 0.03
+    torch.testing.assert_close(out, torch.where(mask, x / 0.75, 0.0))
+    assert 0 <= noise.min() and noise.max() < 1
+
+
+def test_each_random_node_draws_its_own_stream():
+    b = GraphBuilder("g")
+    first = b.op("aten.rand.default", [100], dtype=torch.float32, device="cpu")
+    second = b.op("aten.rand.default", [100], dtype=torch.float32, device="cpu")
+    decomposed = decompose(b.build(first, second), philox=True)
+    a, c = interpret(decomposed, torch.tensor(3), torch.tensor(0))
+    assert not torch.equal(a, c)
+    # Node k uses offset base + k: the second node's stream is the first's at the next base.
+    shifted, _ = interpret(decomposed, torch.tensor(3), torch.tensor(1))
+    assert torch.equal(shifted, c)
+
+
+def test_an_op_kept_inside_a_decomposition_on_symbolic_sizes_is_a_clear_error():
+    # layer_norm decomposes through native_layer_norm, which stays whole in bfloat16; its output
+    # types would come from meta tensors, which need concrete sizes.
+    b = GraphBuilder("g")
+    x = b.input("x", f"bf16[{symbol('s0')}, 8] cpu")
+    out = b.op("aten.layer_norm.default", x, [8], out_type=f"bf16[{symbol('s0')}, 8] cpu")
+    with pytest.raises(DecompositionError, match=r"aten\.layer_norm\.default.*native_layer_norm"):
+        decompose(b.build(out))

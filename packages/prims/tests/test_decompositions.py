@@ -4,11 +4,12 @@ eager agrees, else no farther from a float64 run than eager is)."""
 
 import pytest
 
-from torchsmith.prims.decompose import DECOMPOSITIONS
+from torchsmith.prims.decompose import DECOMPOSITIONS, RANDOM_OPS
 from torchsmith.prims.testing.aten_samples import aten_samples
 from torchsmith.prims.testing.harness import check_decomposition
 
-DECOMPOSED = sorted(DECOMPOSITIONS)
+# Random ops draw other values than eager by design: test_decompose_pass checks them statistically.
+DECOMPOSED = sorted(set(DECOMPOSITIONS) - RANDOM_OPS)
 
 
 def test_every_decomposition_has_samples():

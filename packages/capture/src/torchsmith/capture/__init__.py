@@ -23,8 +23,21 @@ from torchsmith.capture.errors import (
 from torchsmith.capture.instructions import Instruction, normalize
 
 __all__ = [
-    "RECOMPILE_LIMIT", "CaptureError", "CaptureRecord", "CaptureSession", "CapturedFunction",
-    "CapturedModule", "FullGraphError", "Instruction", "RecompileLimitError", "Unsupported",
-    "UnsupportedBytecodeError", "__version__", "allow_in_graph", "capture", "mark_dynamic", "normalize",
+    "RECOMPILE_LIMIT",
+    "CaptureError",
+    "CaptureRecord",
+    "CaptureSession",
+    "CapturedFunction",
+    "CapturedModule",
+    "FullGraphError",
+    "Instruction",
+    "RecompileLimitError",
+    "Unsupported",
+    "UnsupportedBytecodeError",
+    "__version__",
+    "allow_in_graph",
+    "capture",
+    "mark_dynamic",
+    "normalize",
     "reset_all",
 ]

@@ -55,13 +55,25 @@ class CapturedModule(torch.nn.Module):
         super().__init__()
         object.__setattr__(self, "_orig_mod", module)
         object.__setattr__(self, "_session", session)
-        forward = type(module).forward
+        object.__setattr__(self, "_custom_call", None)
+        if type(module).__call__ is not torch.nn.Module.__call__:  # the module defines its own __call__
+            object.__setattr__(self, "_custom_call", CapturedFunction(type(module).__call__, session))
+            return
+        # forward may be patched on the instance
+        forward = module.__dict__.get("forward", type(module).forward)
+        if isinstance(forward, types.MethodType) and forward.__self__ is module:
+            forward = forward.__func__
+        elif "forward" in module.__dict__:  # a plain function set on the instance takes no `self`
+            object.__setattr__(self, "_forward", _without_self(capture(forward, None, session=session)))
+            return
         if not isinstance(forward, types.FunctionType):
             raise CaptureError(f"{type(module).__name__}.forward is not a Python function")
         object.__setattr__(self, "_forward", CapturedFunction(forward, session))
 
     def __call__(self, *args, **kwargs):
         module = self._orig_mod
+        if self._custom_call is not None:
+            return self._custom_call(module, *args, **kwargs)
         for hook in module._forward_pre_hooks.values():
             result = hook(module, args)
             if result is not None:
@@ -149,6 +161,10 @@ class CapturedModule(torch.nn.Module):
 
     def register_forward_pre_hook(self, *args, **kwargs):
         return self._orig_mod.register_forward_pre_hook(*args, **kwargs)
+
+
+def _without_self(fn):
+    return lambda module, *args, **kwargs: fn(*args, **kwargs)
 
 
 def capture(obj, backend, *, fullgraph: bool = False, dynamic=None, session: CaptureSession | None = None):

@@ -38,7 +38,11 @@ class BuiltinOps:
         (obj,) = args
         if isinstance(obj, TensorVar):
             return self.call_tensor_method(obj, "__len__", [], {})
-        if isinstance(obj, ConstVar) and not isinstance(obj.value, torch.nn.Module):
+        if isinstance(obj, ConstVar) and isinstance(obj.value, torch.nn.Module):
+            return ConstVar(len(self.sequence_items(obj)))
+        if isinstance(obj, ConstVar) and type(obj.value).__module__ != "builtins":
+            return self.call(self.getattr(obj, "__len__"), [], {})  # a user __len__ is inlined
+        if isinstance(obj, ConstVar):
             return self.call_pure(len, args, kwargs)
         return ConstVar(len(self.sequence_items(obj)))
 
@@ -196,9 +200,24 @@ class BuiltinOps:
         return SetVar(self.set_items([], self.sequence_items(args[0]) if args else []))
 
     def builtin_sorted(self, args, kwargs):
-        values = [self.as_python(v) for v in self.sequence_items(args[0])]
-        kw = {k: self.as_python(v) for k, v in kwargs.items()}
-        return self.wrap_unguarded(sorted(values, **kw))
+        items = self.sequence_items(args[0])
+        key = kwargs.get("key")
+        reverse = bool(self.as_python(kwargs.get("reverse", ConstVar(False))))
+        if key is not None and not (isinstance(key, ConstVar) and key.value is None):
+            keys = [self.as_python(self.call(key, [item], {})) for item in items]
+        else:
+            keys = [self.sort_key(item) for item in items]
+        try:
+            order = sorted(range(len(items)), key=keys.__getitem__, reverse=reverse)
+        except TypeError as e:
+            raise Unsupported(f"sorted() raised TypeError: {e}") from e
+        return ListVar([items[i] for i in order])
+
+    def sort_key(self, item):
+        """The value sorting compares; for (key, tensor) pairs with distinct keys, the key."""
+        if isinstance(item, TupleVar) and item.items and not self.is_pythonic(item):
+            return (self.as_python(item.items[0]),)
+        return self.as_python(item)
 
     def builtin_any(self, args, kwargs):
         return ConstVar(any(self.truth(v) for v in self.sequence_items(args[0])))
@@ -234,18 +253,9 @@ class BuiltinOps:
     def builtin_pow(self, args, kwargs):
         return self.binary("**", args[0], args[1]) if len(args) == 2 else self.call_pure(pow, args, kwargs)
 
-    def builtin_scalar(self, args, kwargs):
-        raise Unsupported("converting a tensor to a Python number (data-dependent)")
-
     def builtin_print(self, args, kwargs):
         raise Unsupported("print() (a Python side effect; it runs eagerly)")
 
-    def builtin_plain(self, fn, args, kwargs):
-        if any(isinstance(a, TensorVar) for a in args):
-            raise Unsupported(f"{fn.__name__}() of a tensor reads its data")
-        return self.call_pure(fn, args, kwargs)
-
-    # ----------------------------------------------------------------- container methods
     def container_method(self, obj, name: str, args, kwargs):
         if isinstance(obj, ConstVar) and isinstance(obj.value, torch.nn.Module):
             return self.module_iterator(obj, name, args, kwargs)
@@ -269,8 +279,12 @@ class BuiltinOps:
         values = [self.as_python(a) for a in args]
         options = {k: self.as_python(v) for k, v in kwargs.items()}
         members = list(getattr(module, name)(*values, **options))
-        getter = {"parameters": "get_parameter", "named_parameters": "get_parameter", "buffers": "get_buffer",
-                  "named_buffers": "get_buffer"}.get(name, "get_submodule")
+        getter = {
+            "parameters": "get_parameter",
+            "named_parameters": "get_parameter",
+            "buffers": "get_buffer",
+            "named_buffers": "get_buffer",
+        }.get(name, "get_submodule")
         named = name.startswith("named_")
         if not named:
             members = list(zip(_member_names(module, name, values, options), members))

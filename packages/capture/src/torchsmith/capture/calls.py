@@ -6,7 +6,6 @@ and the `math`/`operator` modules fold on constants (builtins.py); anything else
 """
 
 import inspect
-import operator
 import types
 import weakref
 
@@ -19,9 +18,7 @@ from torchsmith.capture.tensors import DATA_DEPENDENT_METHODS, METADATA_METHODS
 from torchsmith.capture.variables import (
     NULL,
     BuiltinMethodVar,
-    CellVar,
     ConstVar,
-    DictVar,
     FunctionVar,
     GradModeVar,
     MethodVar,
@@ -155,16 +152,25 @@ class CallOps(BuiltinOps):
             return ConstVar(self.grad_enabled)
         if value in _HAS_TORCH_FUNCTION:
             # __torch_function__ overrides only exist on tensor subclasses, which capture refuses.
-            plain = all(not isinstance(t, ConstVar) or not hasattr(t.value, "__torch_function__")
-                        for t in self.flat_trackers([*args, *kwargs.values()]))
+            plain = all(
+                not isinstance(t, ConstVar) or not hasattr(t.value, "__torch_function__")
+                for t in self.flat_trackers([*args, *kwargs.values()])
+            )
             if plain:
                 return ConstVar(False)
+        if value in _FIXED_RESULTS:
+            return ConstVar(_FIXED_RESULTS[value])
         if value is torch.is_autocast_enabled:
             return self.global_state(value, args, kwargs)
         if isinstance(value, torch.nn.Module):
             return self.call_module(fn, args, kwargs, depth)
         if getattr(value, "_torchsmith_allow_in_graph", False):
             return self.record(allowed_op_name(value), value, args, kwargs)
+        if (
+            isinstance(value, types.BuiltinMethodType)
+            and type(getattr(value, "__self__", None)) in _IMMUTABLE_TYPES
+        ):
+            return self.call_pure(value, args, kwargs)  # "-".join(...), "abc".upper(), (1, 2).index(2)
         if isinstance(value, weakref.ReferenceType):
             return self.wrap(value(), f"{fn.source}()" if fn.source else None)
         inner = getattr(value, "_torchsmith_captured_fn", None)
@@ -200,7 +206,7 @@ class CallOps(BuiltinOps):
         closure = ()
         if func.__closure__:
             closure = tuple(
-                CellVar(real=cell, source=f"{src}.__closure__[{i}]" if src else self.ns.name_of(cell))
+                self.real_cell(cell, f"{src}.__closure__[{i}]" if src else None)
                 for i, cell in enumerate(func.__closure__)
             )
         globals_source = f"{src}.__globals__" if src else f"{self.ns.name_of(func)}.__globals__"
@@ -231,17 +237,25 @@ class CallOps(BuiltinOps):
             or torch.nn.modules.module._global_backward_hooks
         ):
             raise Unsupported(f"module {type(module).__name__} has backward, keyword or global hooks")
-        forward = type(module).forward
-        if not isinstance(forward, types.FunctionType):
-            raise Unsupported(f"{type(module).__name__}.forward is not a Python function")
-        if fn.source:  # adding or removing a hook must recompile
+        if type(module).__call__ is not torch.nn.Module.__call__:  # a module defining its own __call__
+            return self.call(MethodVar(ConstVar(type(module).__call__), fn), args, kwargs)
+        if fn.source:  # adding or removing a hook, or patching forward, must recompile
             self.guards.add(f"len({fn.source}._forward_pre_hooks) == {len(module._forward_pre_hooks)}")
             self.guards.add(f"len({fn.source}._forward_hooks) == {len(module._forward_hooks)}")
+            self.guards.add(f"('forward' in {fn.source}.__dict__) is {'forward' in module.__dict__}")
+        if "forward" in module.__dict__:  # forward replaced on the instance
+            source = f"{fn.source}.__dict__['forward']" if fn.source else None
+            forward_var = self.wrap(module.__dict__["forward"], source)
+        else:
+            forward = type(module).forward
+            if not isinstance(forward, types.FunctionType):
+                raise Unsupported(f"{type(module).__name__}.forward is not a Python function")
+            forward_var = MethodVar(ConstVar(forward), fn)
         for hook in module._forward_pre_hooks.values():
             result = self.call(self.wrap_unguarded(hook), [fn, TupleVar(args)], {})
             if not (isinstance(result, ConstVar) and result.value is None):
                 args = list(result.items) if isinstance(result, TupleVar) else [result]
-        output = self.inline_function(ConstVar(forward), [fn, *args], kwargs, depth)
+        output = self.call(forward_var, list(args), kwargs)
         for hook in module._forward_hooks.values():
             result = self.call(self.wrap_unguarded(hook), [fn, TupleVar(args), output], {})
             if not (isinstance(result, ConstVar) and result.value is None):
@@ -361,9 +375,6 @@ class CallOps(BuiltinOps):
     def call_container_method(self, obj, name: str, args, kwargs):
         return self.container_method(obj, name, args, kwargs)
 
-    def dict_of(self, tracker: DictVar) -> dict:
-        return tracker.items
-
 
 def allowed_op_name(fn) -> str:
     """The graph op standing for a function marked `allow_in_graph` (registered on first use)."""
@@ -378,9 +389,22 @@ def allowed_op_name(fn) -> str:
 
 _ALLOWED: dict = {}
 
+_IMMUTABLE_TYPES = (str, bytes, int, float, complex, bool, tuple, frozenset)
+
+# Functions whose answer is fixed while running captured code.
+_FIXED_RESULTS = {
+    torch._C._get_tracing_state: None,  # not under torch.jit.trace
+    torch.compiler.is_compiling: True,  # as under torch.compile: the code is being compiled
+    torch.jit.is_scripting: False,
+    torch.jit.is_tracing: False,
+}
+
 _HAS_TORCH_FUNCTION = {
-    torch._C._has_torch_function, torch._C._has_torch_function_unary, torch._C._has_torch_function_variadic,
-    torch.overrides.has_torch_function, torch.overrides.has_torch_function_unary,
+    torch._C._has_torch_function,
+    torch._C._has_torch_function_unary,
+    torch._C._has_torch_function_variadic,
+    torch.overrides.has_torch_function,
+    torch.overrides.has_torch_function_unary,
     torch.overrides.has_torch_function_variadic,
 }
 
@@ -399,4 +423,3 @@ _OPERATOR_SYMBOLS = {
     "iadd": "+=",
     "imul": "*=",
 }
-_ = operator

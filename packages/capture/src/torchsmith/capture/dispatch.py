@@ -237,7 +237,13 @@ class CaptureSession:
             return self.call_function(fn.__func__, (fn.__self__, *args), kwargs)
         if isinstance(fn, types.FunctionType) and not _is_library(fn):
             return self.call_function(fn, args, kwargs)
-        if isinstance(fn, torch.nn.Module) and not _is_library(type(fn).forward) and not _has_hooks(fn):
+        if (
+            isinstance(fn, torch.nn.Module)
+            and type(fn).__call__ is torch.nn.Module.__call__
+            and "forward" not in fn.__dict__
+            and not _is_library(type(fn).forward)
+            and not _has_hooks(fn)
+        ):
             return self.call_function(type(fn).forward, (fn, *args), kwargs)
         return fn(*args, **kwargs)
 

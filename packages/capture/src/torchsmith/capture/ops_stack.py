@@ -26,14 +26,24 @@ class StackOps:
         frame.push(value)
 
     def op_LOAD_FAST_AND_CLEAR(self, frame, ins):
-        frame.push(frame.locals.pop(ins.argval, NULL))
+        # 3.12 inlined comprehensions save the outer binding (a cell, for cell variables) this way
+        if ins.argval in frame.code.co_cellvars:
+            frame.push(frame.cells.pop(ins.argval, NULL))
+        else:
+            frame.push(frame.locals.pop(ins.argval, NULL))
 
     def op_STORE_FAST(self, frame, ins):
         value = frame.pop()
-        if value is NULL:  # 3.12 comprehensions restore an unbound name this way
-            frame.locals.pop(ins.argval, None)
+        name = ins.argval
+        if name in frame.code.co_cellvars and (value is NULL or isinstance(value, CellVar)):
+            if value is NULL:  # ... and restore it afterwards
+                frame.cells.pop(name, None)
+            else:
+                frame.cells[name] = value
+        elif value is NULL:
+            frame.locals.pop(name, None)
         else:
-            frame.locals[ins.argval] = value
+            frame.locals[name] = value
 
     def op_DELETE_FAST(self, frame, ins):
         if frame.locals.pop(ins.argval, None) is None:
@@ -68,7 +78,9 @@ class StackOps:
 
     # ----------------------------------------------------------------- cells
     def op_MAKE_CELL(self, frame, ins):
-        return None  # cells are made when the frame is created
+        # a fresh cell holding the local's value (arguments captured by inner functions), as CPython
+        # does at function start and, in 3.12, at the start of an inlined comprehension
+        frame.cells[ins.argval] = CellVar(contents=frame.locals.pop(ins.argval, None))
 
     def op_COPY_FREE_VARS(self, frame, ins):
         return None

@@ -64,6 +64,7 @@ class Codegen:
         self.outputs: list = []
         self.output_index: dict[str, int] = {}
         self.lines: list[str] = []
+        self.cell_names: dict[int, str] = {}  # root-frame cells, rebuilt as real cells at a break
 
     # ----------------------------------------------------------------- expressions
     def expr(self, v) -> str:
@@ -106,13 +107,16 @@ class Codegen:
             return f"{self.expr(v.obj)}.{v.name}"
         if isinstance(v, CellVar) and v.real is not None:
             return v.source or self.ns.name_of(v.real)
+        if isinstance(v, CellVar) and id(v) in self.cell_names:
+            return self.cell_names[id(v)]
         if isinstance(v, WithExitVar):
             return f"{self.ns.name_of(RestoreGradMode)}({v.ctx.previous!r})"
-        if isinstance(v, FunctionVar) and not v.closure:
+        if isinstance(v, FunctionVar) and not v.kwdefaults:
             defaults = "(" + "".join(self.expr(d) + ", " for d in v.defaults) + ")"
+            closure = "(" + "".join(self.expr(c) + ", " for c in v.closure) + ")" if v.closure else "None"
             return (
                 f"{self.ns.name_of(types.FunctionType)}({self.ns.name_of(v.code)}, {v.globals_source}, "
-                f"{v.code.co_name!r}, {defaults})"
+                f"{v.code.co_name!r}, {defaults}, {closure})"
             )
         raise Unsupported(f"cannot rebuild {v.describe()} after the graph")
 
@@ -155,6 +159,7 @@ class Codegen:
         if index > 0 and frame.instructions[index - 1].offset == ins.offset:
             raise Unsupported(f"{reason.reason}, in the middle of a rewritten instruction")
         self.side_effects()
+        self.make_cells(frame)
         stack = list(frame.stack)
         resumes = []
         if ins.opname == "CALL":
@@ -198,6 +203,19 @@ class Codegen:
         out.break_reason = reason
         return out
 
+    def make_cells(self, frame) -> None:
+        """Real cells for the root frame's cell variables (inner functions made before the break
+        and the resume function must share them): created empty first, then filled, since their
+        contents may be functions closing over them."""
+        cell_type = self.ns.name_of(types.CellType)
+        cells = [(name, frame.cells[name]) for name in frame.code.co_cellvars]
+        for i, (_, cell) in enumerate(cells):
+            self.cell_names[id(cell)] = f"__cell{i}"
+            self.lines.append(f"__cell{i} = {cell_type}()")
+        for i, (_, cell) in enumerate(cells):
+            if cell.contents is not None:
+                self.lines.append(f"__cell{i}.cell_contents = {self.expr(cell.contents)}")
+
     def resume_call(self, frame, index: int, stack: list, *, captured: bool, dispatch) -> str:
         """Code calling the resume function that continues `frame` at instruction `index`."""
         ins = frame.instructions[index]
@@ -213,7 +231,11 @@ class Codegen:
                 kinds.append("value")
                 args.append(item if isinstance(item, str) else self.expr(item))
         local_args = []
-        for name in frame.code.co_varnames:
+        code = frame.code
+        for name in code.co_varnames + tuple(c for c in code.co_cellvars if c not in code.co_varnames):
+            if name in code.co_cellvars:
+                local_args.append(self.cell_names[id(frame.cells[name])])
+                continue
             value = frame.locals.get(name)
             local_args.append("None" if value is None else self.expr(value))
         code = resume_code(frame.code, ins.offset, tuple(kinds))

@@ -10,8 +10,9 @@ the values that were on the stack and in the locals at that point. We build a ne
 
 The original bytes stay where they were relative to each other, so every relative jump inside
 still works; only the exception table (shifted), the line table (prefixed with "no location"
-entries) and the closure-variable operands (their slots move by the number of new arguments)
-change. All original locals become positional arguments, followed by one per stack slot. This
+entries) and the closure-variable operands (their slots move) change. All original locals become
+positional arguments, then the cell variables (passed as the cell objects, so inner functions made
+before the break keep sharing them), then one argument per stack slot. This
 works the same on CPython 3.11 and 3.12 (the same prologue opcodes and table formats).
 """
 
@@ -36,9 +37,10 @@ _CACHE: dict[tuple, types.CodeType] = {}
 
 
 def resume_code(code: types.CodeType, offset: int, slot_kinds: tuple[str, ...]) -> types.CodeType:
-    """A code object running `code` from byte `offset`; its arguments are `code`'s locals (in
-    `co_varnames` order) then one per stack slot. `slot_kinds` items: "value", "null" (a NULL is
-    pushed, the argument is ignored) or "iter" (the argument is a list; its iterator is pushed)."""
+    """A code object running `code` from byte `offset`. Its arguments: `code`'s locals (in
+    `co_varnames` order), its other cell variables (as cell objects), then one per stack slot.
+    `slot_kinds` items: "value", "null" (a NULL is pushed, the argument is ignored) or "iter" (the
+    argument is a list; its iterator is pushed)."""
     key = (code, offset, slot_kinds)
     cached = _CACHE.get(key)
     if cached is None:
@@ -47,12 +49,13 @@ def resume_code(code: types.CodeType, offset: int, slot_kinds: tuple[str, ...]) 
 
 
 def _build(code: types.CodeType, offset: int, slot_kinds: tuple[str, ...]) -> types.CodeType:
-    if code.co_cellvars:
-        raise Unsupported("graph break in a function whose locals are captured by inner functions (cells)")
     if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):
         raise Unsupported("graph break in a generator or coroutine")
     op = dis.opmap
-    nvars = len(code.co_varnames)
+    # Cell variables become arguments too: the caller passes the cell objects themselves, which sit
+    # in their slots as MAKE_CELL would have left them (the jump skips the original MAKE_CELLs).
+    extra_cells = tuple(c for c in code.co_cellvars if c not in code.co_varnames)
+    nvars = len(code.co_varnames) + len(extra_cells)
     nslots = len(slot_kinds)
     prologue: list[tuple[int, int]] = []
     if code.co_freevars:
@@ -75,15 +78,16 @@ def _build(code: types.CodeType, offset: int, slot_kinds: tuple[str, ...]) -> ty
     head = bytes(b for pair in prologue for b in pair)
     units = len(prologue)
 
+    names = tuple(code.co_varnames) + extra_cells + tuple(f"___stack{i}" for i in range(nslots))
+    new_slots = {name: i for i, name in enumerate(names + code.co_freevars)}
     body = bytearray(code.co_code)
-    if code.co_freevars:
-        for ins in dis.get_instructions(code):
-            if ins.opname in _DEREF_OPS:
-                if ins.arg + nslots > 255:
-                    raise Unsupported("too many closure variables to build a resume function")
-                body[ins.offset + 1] = ins.arg + nslots
+    for ins in dis.get_instructions(code):
+        if ins.opname in _DEREF_OPS:  # operands index the locals-plus array, which moved
+            slot = new_slots[ins.argval]
+            if ins.arg > 255 or slot > 255:
+                raise Unsupported("too many closure variables to build a resume function")
+            body[ins.offset + 1] = slot
 
-    names = tuple(code.co_varnames) + tuple(f"___stack{i}" for i in range(nslots))
     base = re.sub(r"^torchsmith_resume_in_(.*)_at_\d+$", r"\1", code.co_name)
     name = f"torchsmith_resume_in_{base}_at_{offset}"
     return code.replace(

@@ -14,7 +14,6 @@ import torch
 from torchsmith.capture.errors import Unsupported
 from torchsmith.capture.variables import (
     ConstVar,
-    DictVar,
     ListVar,
     SymVar,
     TensorVar,
@@ -143,15 +142,16 @@ def infer_result(op: str, fn, args: tuple, kwargs: dict, grad_enabled: bool):
     """Run `fn` on meta copies of the inputs: (structure, types) where structure mirrors the
     result with TensorType leaves (tuples and named tuples kept)."""
     tensor_types = [v.type for v in _values((args, kwargs)) if isinstance(v.type, TensorType)]
-    devices = {t.device for t in tensor_types}
-    device = kwargs.get("device")
-    device = (
-        str(torch.device(device))
-        if device is not None
-        else (tensor_types[0].device if tensor_types else "cpu")
-    )
-    if len(devices) > 1:
-        device = next(d for d in (t.device for t in tensor_types) if d != "cpu")
+    device = _explicit_device(op, args, kwargs)
+    if device is None:  # like torch: a CUDA operand wins over CPU scalars
+        non_cpu = [t.device for t in tensor_types if t.device != "cpu"]
+        device = non_cpu[0] if non_cpu else (tensor_types[0].device if tensor_types else "cpu")
+    if op in ("torch.Tensor.to", "torch.Tensor.cuda", "torch.Tensor.cpu"):
+        # moving between devices keeps the type but for the device: run it as a same-device op
+        args = tuple(a for a in args if not _is_device_like(a))
+        kwargs = {k: v for k, v in kwargs.items() if k != "device"}
+        if op != "torch.Tensor.to":
+            fn = lambda t, *a, **k: t  # noqa: E731
     meta_args = [_to_meta(a) for a in args]
     meta_kwargs = {k: _to_meta(v) for k, v in kwargs.items()}
     if "device" in meta_kwargs:
@@ -190,6 +190,43 @@ def infer_result(op: str, fn, args: tuple, kwargs: dict, grad_enabled: bool):
     return convert(result)
 
 
+def _is_device_like(arg) -> bool:
+    if isinstance(arg, torch.device):
+        return True
+    if isinstance(arg, str):
+        try:
+            torch.device(arg)
+        except (RuntimeError, ValueError):
+            return False
+        return True
+    return False
+
+
+def _device_name(device) -> str:
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:  # what torch would pick: the current device
+        device = torch.device("cuda", torch.cuda.current_device() if torch.cuda.is_available() else 0)
+    return str(device)
+
+
+def _explicit_device(op: str, args: tuple, kwargs: dict) -> str | None:
+    """The device an op's arguments ask for (`device=`, `.to("cuda")`, `.to(other)`, `.cuda()`)."""
+    if kwargs.get("device") is not None:
+        return _device_name(kwargs["device"])
+    if op == "torch.Tensor.cpu":
+        return "cpu"
+    if op == "torch.Tensor.cuda":
+        index = args[1] if len(args) > 1 and isinstance(args[1], int) else None
+        return _device_name("cuda" if index is None else f"cuda:{index}")
+    if op == "torch.Tensor.to":
+        for a in args[1:]:
+            if _is_device_like(a):
+                return _device_name(a)
+            if isinstance(a, Value) and isinstance(a.type, TensorType):
+                return a.type.device
+    return None
+
+
 def _values(arg):
     if isinstance(arg, Value):
         yield arg
@@ -223,7 +260,3 @@ def rebuild(structure, values: list, make_tensor):
     if isinstance(structure, list):
         return ListVar(items)
     return TupleVar(items, cls=None if type(structure) is tuple else type(structure))
-
-
-def dict_of(tracker: DictVar) -> dict:
-    return tracker.items

@@ -6,7 +6,6 @@ first instruction, inlining every user call, until it returns or reaches the ins
 graph break was decided (`break_at`).
 """
 
-import builtins
 import types
 from dataclasses import dataclass, field
 
@@ -17,13 +16,13 @@ from torchsmith.capture.calls import CallOps
 from torchsmith.capture.errors import Unsupported
 from torchsmith.capture.guards import GuardSet, Namespace
 from torchsmith.capture.instructions import Instruction, normalize
+from torchsmith.capture.ops_attr import AttributeOps
 from torchsmith.capture.ops_control import ControlOps
 from torchsmith.capture.ops_python import PythonOps
 from torchsmith.capture.ops_stack import StackOps
 from torchsmith.capture.shapes import ShapeEnv, infer_symbolic
 from torchsmith.capture.tensors import flatten_types, infer_result, rebuild, to_graph_arg
 from torchsmith.capture.variables import (
-    NULL,
     CellVar,
     ConstVar,
     DictVar,
@@ -101,7 +100,7 @@ class BreakReached(Exception):
     """Internal: the root frame reached the instruction chosen for the graph break."""
 
 
-class Tracer(StackOps, ControlOps, PythonOps, CallOps):
+class Tracer(StackOps, ControlOps, PythonOps, AttributeOps, CallOps):
     """Captures one function call into a graph plus the Python left around it."""
 
     def __init__(
@@ -120,6 +119,8 @@ class Tracer(StackOps, ControlOps, PythonOps, CallOps):
         self.attr_writes: dict[tuple[int, str], tuple[VariableTracker, str, VariableTracker]] = {}
         self.global_writes: dict[tuple[int, str], tuple[str, dict, VariableTracker]] = {}
         self.written_cells: list[CellVar] = []
+        self.cells_by_id: dict[int, CellVar] = {}
+        self.mutables_by_id: dict[int, tuple] = {}  # id(list or dict) -> (its tracker, the object)
         self.mutable_sources: list[VariableTracker] = []
         self.initial_grad = torch.is_grad_enabled()
         self.grad_enabled = self.initial_grad
@@ -135,16 +136,23 @@ class Tracer(StackOps, ControlOps, PythonOps, CallOps):
     def run(self) -> VariableTracker | None:
         """Run the root frame; returns its return value, or None after stopping at `break_at`."""
         code = self.root_code
+        # a resume function receives its cell variables as the cell objects themselves
+        passed_cells = set()
+        if code.co_name.startswith("torchsmith_resume_in_"):
+            passed_cells = {n for n in code.co_cellvars if isinstance(self.L.get(n), types.CellType)}
         frame_locals = {}
         for name, value in self.L.items():
-            if name == "__closure__":
+            if name == "__closure__" or name in passed_cells:
                 continue
             frame_locals[name] = self.wrap(value, f"L[{name!r}]")
         cells = {}
         for i, name in enumerate(code.co_freevars):
-            cells[name] = CellVar(real=self.closure[i], source=f"L['__closure__'][{i}]")
+            cells[name] = self.real_cell(self.closure[i], f"L['__closure__'][{i}]")
         for name in code.co_cellvars:
-            cells[name] = CellVar(contents=frame_locals.get(name))
+            if name in passed_cells:
+                cells[name] = self.real_cell(self.L[name], f"L[{name!r}]")
+            else:
+                cells[name] = CellVar(contents=frame_locals.get(name))
         self.root = Frame(code, instructions_of(code), frame_locals, cells, self.G, "G", 0)
         try:
             self.return_value = self.run_frame(self.root)
@@ -185,6 +193,14 @@ class Tracer(StackOps, ControlOps, PythonOps, CallOps):
             if done is not None:
                 return done
 
+    def real_cell(self, cell, source: str | None) -> CellVar:
+        """The one tracker of a runtime cell object (closures sharing a cell share the tracker,
+        so a write through one is seen through the others)."""
+        tracker = self.cells_by_id.get(id(cell))
+        if tracker is None:
+            tracker = self.cells_by_id[id(cell)] = CellVar(real=cell, source=source or self.ns.name_of(cell))
+        return tracker
+
     # ----------------------------------------------------------------- inlining
     def inline(
         self,
@@ -224,6 +240,13 @@ class Tracer(StackOps, ControlOps, PythonOps, CallOps):
             return self.wrap_tensor(value, source)
         if source is None:
             return self.wrap_unguarded(value)
+        seen = self.mutables_by_id.get(id(value))
+        if seen is not None and seen[1] is value:
+            # the same list/dict read again (or through another path): one tracker, so mutations
+            # made through one read are seen by the others
+            if seen[0].source != source:
+                g.add(f"{source} is {seen[0].source}")
+            return seen[0]
         if value is None or isinstance(value, (bool, int, float, str, complex, bytes, torch.dtype)):
             g.equals(source, value)
             return ConstVar(value, source)
@@ -234,7 +257,9 @@ class Tracer(StackOps, ControlOps, PythonOps, CallOps):
         if type(value) is list:
             g.type_is(source, value)
             g.add(f"len({source}) == {len(value)}")
-            tracker = ListVar([self.wrap(v, f"{source}[{i}]") for i, v in enumerate(value)], source)
+            tracker = ListVar([], source)
+            self.mutables_by_id[id(value)] = (tracker, value)
+            tracker.items = [self.wrap(v, f"{source}[{i}]") for i, v in enumerate(value)]
             self.mutable_sources.append(tracker)
             return tracker
         if isinstance(value, tuple) and (type(value) is tuple or hasattr(value, "_fields")):
@@ -244,17 +269,30 @@ class Tracer(StackOps, ControlOps, PythonOps, CallOps):
             return TupleVar(items, source, cls=None if type(value) is tuple else type(value))
         if type(value) is dict or type(value).__name__ == "OrderedDict" and isinstance(value, dict):
             keys = list(value.keys())
-            if all(isinstance(k, (str, int)) and not isinstance(k, bool) for k in keys):
+            if all(_is_constant_key(k) for k in keys):
                 g.type_is(source, value)
-                g.add(f"list({source}.keys()) == {keys!r}")
-                tracker = DictVar(
-                    {k: self.wrap(value[k], f"{source}[{k!r}]") for k in keys}, source, type(value)
-                )
+                g.add(f"list({source}.keys()) == {self.ns.name_of(keys)}")
+                tracker = DictVar({}, source, type(value))
+                self.mutables_by_id[id(value)] = (tracker, value)
+                tracker.items = {k: self.wrap(value[k], f"{source}[{self.ns.literal(k)}]") for k in keys}
                 self.mutable_sources.append(tracker)
                 return tracker
+        if type(value) in (set, frozenset) and all(_is_constant_key(k) for k in value):
+            g.type_is(source, value)
+            g.add(f"{source} == {self.ns.name_of(frozenset(value))}")
+            return ConstVar(frozenset(value) if type(value) is frozenset else set(value), source)
         if isinstance(value, torch.nn.Module):
             g.identity(source, value)
             g.add(f"{source}.training is {value.training!r}")
+            return ConstVar(value, source)
+        if isinstance(value, types.FunctionType) and not _trusted(value) and _simple_defaults(value):
+            # a function is guarded by its code, not its identity, so a closure or lambda made
+            # anew on every call reuses the graph; cells are guarded where they are read
+            g.type_is(source, value)
+            g.add(f"{source}.__code__ is {self.ns.name_of(value.__code__)}")
+            g.add(f"{source}.__defaults__ == {self.ns.name_of(value.__defaults__)}")
+            g.add(f"{source}.__kwdefaults__ == {self.ns.name_of(value.__kwdefaults__)}")
+            g.add(f"{source}.__globals__ is {self.ns.name_of(value.__globals__)}")
             return ConstVar(value, source)
         if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type, types.ModuleType)):
             if not _trusted(value):
@@ -385,6 +423,18 @@ class Tracer(StackOps, ControlOps, PythonOps, CallOps):
         return iter_values(tuple(n.args for n in self.builder._nodes))
 
 
+def _simple_defaults(fn) -> bool:
+    """Whether a function's defaults can be compared by value (so its code can stand for it)."""
+    values = list(fn.__defaults__ or ()) + list((fn.__kwdefaults__ or {}).values())
+    return all(_is_constant_key(v) for v in values) and not hasattr(fn, "_torchsmith_disabled")
+
+
+def _is_constant_key(key) -> bool:
+    if isinstance(key, tuple):
+        return all(_is_constant_key(k) for k in key)
+    return key is None or type(key) in (str, int, float, bool, bytes) or isinstance(key, torch.dtype)
+
+
 def _trusted(value) -> bool:
     module = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
     return isinstance(module, str) and module.split(".")[0] in _TRUSTED_MODULE_PREFIXES
@@ -445,7 +495,3 @@ def bind_arguments(code, args: list, kwargs: dict, defaults: tuple, kwdefaults: 
             default = kwdefaults[name]
             bound[name] = default if isinstance(default, VariableTracker) else ConstVar(default)
     return bound
-
-
-BUILTINS = builtins
-NULL_VAR = NULL

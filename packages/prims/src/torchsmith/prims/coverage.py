@@ -27,11 +27,12 @@ def coverage() -> list[CoverageRow]:
     rows = []
     for group, ops in ZOO_OPS.items():
         for op in ops:
-            if op in DECOMPOSITIONS:
+            if op in KEPT_WHOLE:
+                note = ("decomposed on request; " if op in DECOMPOSITIONS else "") + KEPT_WHOLE[op]
+                rows.append(CoverageRow(op, group, "kept whole", note))
+            elif op in DECOMPOSITIONS:
                 note = f"kept whole for {DECLINES[op]}" if op in DECLINES else ""
                 rows.append(CoverageRow(op, group, "decomposed", note))
-            elif op in KEPT_WHOLE:
-                rows.append(CoverageRow(op, group, "kept whole", KEPT_WHOLE[op]))
             else:
                 rows.append(CoverageRow(op, group, "missing"))
     return rows

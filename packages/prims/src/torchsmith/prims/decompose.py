@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import torch
 
-from torchsmith.ir import Graph, GraphBuilder, Node, Value, map_arg
+from torchsmith.ir import Graph, GraphBuilder, IRError, Node, Value, map_arg
 from torchsmith.ir.symbolic import format_dim
 from torchsmith.ir.types import TensorType
 from torchsmith.prims.core import PRIMS, same_dim, scalar_kind
@@ -29,9 +29,12 @@ from torchsmith.prims.promotion import PromotionKind, broadcast_shapes, elementw
 DECOMPOSITIONS: dict[str, Callable] = {}
 # When a decomposition declines some nodes (returns KEEP), which ones and why.
 DECLINES: dict[str, str] = {}
-# Ops kept whole on purpose, with the reason: library kernels and data-dependent shapes.
+# Ops kept whole by default, with the reason: library kernels, data-dependent shapes, and ops whose
+# decomposition exists but cannot promise eager's numerics (pass them in `force=` to decompose).
 KEPT_WHOLE: dict[str, str] = {}
 KEEP = object()  # returned by a decomposition that leaves its node whole
+# Ops that draw from the global RNG: kept whole unless `decompose(..., philox=True)`.
+RANDOM_OPS = frozenset({"aten.rand.default", "aten.bernoulli.p", "aten.native_dropout.default"})
 
 
 def register_decomposition(*names: str, declines: str | None = None):
@@ -40,7 +43,7 @@ def register_decomposition(*names: str, declines: str | None = None):
 
     def decorate(fn):
         for name in names:
-            if name in DECOMPOSITIONS or name in KEPT_WHOLE:
+            if name in DECOMPOSITIONS:
                 raise DecompositionError(f"{name} is registered twice (decomposition {fn.__name__})")
             DECOMPOSITIONS[name] = fn
             if declines:
@@ -51,10 +54,9 @@ def register_decomposition(*names: str, declines: str | None = None):
 
 
 def keep_whole(reason: str, *names: str) -> None:
-    """Mark aten overloads `names` as kept whole by design (never an error when decomposing)."""
+    """Keep aten overloads `names` whole by default (never an error when decomposing). One that
+    also has a decomposition is decomposed only when a caller asks with `force=`."""
     for name in names:
-        if name in DECOMPOSITIONS:
-            raise DecompositionError(f"{name} has a decomposition and cannot also be kept whole")
         KEPT_WHOLE[name] = reason
 
 
@@ -67,8 +69,18 @@ class Emitter:
     appends an ATen op (decomposed in turn unless kept), and helpers handle promotion and
     broadcasting. Every emitted node carries the source line of the node being decomposed."""
 
-    def __init__(self, builder: GraphBuilder, keep: frozenset[str], on_missing: str):
-        self.builder, self.keep, self.on_missing = builder, keep, on_missing
+    def __init__(
+        self,
+        builder: GraphBuilder,
+        keep: frozenset[str],
+        on_missing: str,
+        force: frozenset[str] = frozenset(),
+        philox: bool = False,
+    ):
+        self.builder, self.keep, self.on_missing, self.force = builder, keep, on_missing, force
+        self.philox = philox
+        self.random_nodes = 0
+        self._rng_inputs: tuple[Value, Value] | None = None
         self.source: str | None = None
         self.current_op = ""  # the ATen op being decomposed, for decompositions shared by several
 
@@ -83,6 +95,9 @@ class Emitter:
             raise AttributeError(f"Emitter has no attribute or prim {name!r}")
         return lambda *args, **kwargs: self.prim(f"prims.{name}", *args, **kwargs)
 
+    def _forced(self, op: str) -> bool:
+        return op in self.force or _packet(op) in self.force or (self.philox and op in RANDOM_OPS)
+
     def aten(self, name: str, *args, **kwargs):
         """Emit an ATen op, decomposed now unless it is kept."""
         return self.apply(Node(name, args, tuple(kwargs.items())), args, kwargs)
@@ -90,6 +105,8 @@ class Emitter:
     def apply(self, node: Node, args: tuple, kwargs: dict):
         fn = DECOMPOSITIONS.get(node.op)
         if node.op in self.keep or _packet(node.op) in self.keep:
+            fn = None
+        elif node.op in KEPT_WHOLE and not self._forced(node.op):
             fn = None
         elif fn is None and self.on_missing == "error" and node.op not in KEPT_WHOLE:
             raise DecompositionError(
@@ -108,6 +125,20 @@ class Emitter:
                 out_type = [v.type for v in node.outputs] if len(node.outputs) > 1 else node.outputs[0].type
             result = self.builder.op(node.op, *args, out_type=out_type, source=self.source, **kwargs)
         return result
+
+    def rng_state(self):
+        """(seed, offset) for the next random node under `philox=True`: the graph inputs
+        `%philox_seed` and `%philox_offset` (0-d int64, added on first use), with the offset
+        advanced by one per random node so that every node draws its own Philox stream. The
+        caller passes a seed and a base offset, and advances the base by `random_nodes` per call."""
+        if self._rng_inputs is None:
+            self._rng_inputs = tuple(
+                self.builder.input(self.builder.fresh_name(name), TensorType.make((), torch.int64, "cpu"))
+                for name in ("philox_seed", "philox_offset")
+            )
+        seed, offset = self._rng_inputs
+        index, self.random_nodes = self.random_nodes, self.random_nodes + 1
+        return seed, (offset if index == 0 else self.add(offset, index))
 
     # ---- types and promotion -----------------------------------------------------------------
     @staticmethod
@@ -189,10 +220,15 @@ def _check_result(node: Node, produced, source: str) -> None:
                 )
 
 
-def decompose(graph: Graph, keep=frozenset(), *, on_missing: str = "error") -> Graph:
+def decompose(
+    graph: Graph, keep=frozenset(), *, on_missing: str = "error", force=frozenset(), philox: bool = False
+) -> Graph:
     """Replace every `aten.*` node of `graph` by prims, except ops in `keep` (overload or packet
-    names) and nodes a decomposition declines. `on_missing="keep"` keeps ops that have no
-    decomposition instead of raising. Returns a new graph stamped `decompose`."""
+    names), ops kept whole by default (`KEPT_WHOLE`, unless named in `force`) and nodes a
+    decomposition declines. `on_missing="keep"` keeps ops that have no decomposition instead of
+    raising. `philox=True` also decomposes the random ops into `prims.philox_rand`, which adds
+    the graph inputs `%philox_seed` and `%philox_offset` (see `Emitter.rng_state`). Returns a new
+    graph stamped `decompose`."""
     start = time.perf_counter()
     if on_missing not in ("error", "keep"):
         raise DecompositionError(f"on_missing must be 'error' or 'keep', got {on_missing!r}")
@@ -200,7 +236,7 @@ def decompose(graph: Graph, keep=frozenset(), *, on_missing: str = "error") -> G
     env: dict[str, Value] = {}
     for v in graph.inputs:
         env[v.name] = builder.input(v.name, v.type)
-    emitter = Emitter(builder, frozenset(keep), on_missing)
+    emitter = Emitter(builder, frozenset(keep), on_missing, frozenset(force), philox)
     lookup = lambda v: env[v.name]
     for node in graph.nodes:
         args = tuple(map_arg(a, lookup) for a in node.args)
@@ -221,7 +257,7 @@ def decompose(graph: Graph, keep=frozenset(), *, on_missing: str = "error") -> G
                 produced = emitter.apply(node, args, kwargs)
             except DecompositionError as e:
                 raise DecompositionError(f"while decomposing {where}: {e}") from None
-            except PrimsError as e:
+            except (PrimsError, IRError) as e:
                 raise DecompositionError(f"while decomposing {where}: {type(e).__name__}: {e}") from e
             _check_result(node, produced, where)
         results = produced if isinstance(produced, (tuple, list)) else (produced,)

@@ -8,6 +8,7 @@ from torchsmith.prims.decompositions import (  # noqa: F401
     nn,
     norms,
     pooling,
+    random,
     reductions,
     scatters,
     shapes,

@@ -183,3 +183,62 @@ def nll_loss_backward(e, grad_output, x, target, weight, reduction, ignore_index
     class_dim = 0 if t.rank == 1 else 1
     zeros = e.full(list(t.shape), 0.0, dtype=t.dtype, device=t.device)
     return e.scatter(zeros, class_dim, e.expand_dims(safe, [class_dim]), e.expand_dims(values, [class_dim]))
+
+
+def _conv_weight_grad(e, x, grad, kernel, stride, padding, dilation, groups):
+    """d(loss)/d(weight) of a (non-transposed) convolution, as a convolution of the input with the
+    output gradient: batch and channels swap roles, stride and dilation swap, and the result is
+    cut to the kernel size. Shape (grad channels, input channels / groups, *kernel)."""
+    tx, tg = e.type(x), e.type(grad)
+    n, c, spatial = tx.shape[0], tx.shape[1], list(tx.shape[2:])
+    o, out_spatial = tg.shape[1], list(tg.shape[2:])
+    rank = tx.rank
+    rest = list(range(3, rank + 1))
+    # x: (N, C, *S) -> (C/g, g*N, *S): the batch becomes input channels, grouped by g.
+    xs = e.reshape(x, [n, groups, c // groups] + spatial)
+    xs = e.reshape(e.permute(xs, [2, 1, 0] + rest), [c // groups, groups * n] + spatial)
+    # grad: (N, O, *OS) -> (O, N, *OS): the output gradient becomes the weight.
+    gs = e.reshape(grad, [n, groups, o // groups] + out_spatial)
+    gs = e.reshape(e.permute(gs, [1, 2, 0] + rest), [o, n] + out_spatial)
+    full = e.convolution(
+        xs, gs, None, list(dilation), list(padding), list(stride), False, [0] * len(kernel), groups
+    )
+    for i, k in enumerate(kernel):
+        if e.type(full).shape[2 + i] != k:
+            full = e.slice(full, 2 + i, 0, k, 1)
+    return e.permute(full, [1, 0] + list(range(2, rank)))
+
+
+@register_decomposition("aten.convolution_backward.default", declines="non-float inputs or symbolic sizes")
+def convolution_backward(
+    e, grad, x, weight, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, output_mask
+):
+    tx, tw, tg = e.type(x), e.type(weight), e.type(grad)
+    sizes = list(tx.shape) + list(tw.shape) + list(tg.shape)
+    if not tx.dtype.is_floating_point or not all(isinstance(s, int) for s in sizes):
+        return KEEP
+    kernel = list(tw.shape[2:])
+    grad_input = grad_weight = grad_bias = None
+    if output_mask[0]:
+        if transposed:
+            grad_input = e.convolution(
+                grad, weight, None, stride, padding, dilation, False, [0] * len(kernel), groups
+            )
+        else:
+            # The transposed convolution of the gradient; output_padding restores sizes that the
+            # forward's floor division dropped.
+            extra = [
+                size - ((out - 1) * s - 2 * p + d * (k - 1) + 1)
+                for size, out, s, p, d, k in zip(
+                    tx.shape[2:], tg.shape[2:], stride, padding, dilation, kernel
+                )
+            ]
+            grad_input = e.convolution(grad, weight, None, stride, padding, dilation, True, extra, groups)
+    if output_mask[1]:
+        if transposed:  # the roles of input and output gradient swap
+            grad_weight = _conv_weight_grad(e, grad, x, kernel, stride, padding, dilation, groups)
+        else:
+            grad_weight = _conv_weight_grad(e, x, grad, kernel, stride, padding, dilation, groups)
+    if output_mask[2]:
+        grad_bias = e.sum(grad, [0] + list(range(2, tg.rank)))
+    return grad_input, grad_weight, grad_bias

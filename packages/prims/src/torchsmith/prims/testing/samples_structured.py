@@ -96,6 +96,29 @@ STRUCTURED = {
             )
         )
     ],
+    "aten.convolution_backward.default": lambda: [
+        Sample(
+            (
+                _t(go, d, 1),
+                _t(xs, d, 2),
+                _t(ws, d, 3),
+                [ws[0] if not tr else ws[1] * g],
+                st,
+                p,
+                dl,
+                tr,
+                op,
+                g,
+                [True, True, True],
+            )
+        )
+        for d in (F32, F64)
+        for xs, ws, go, st, p, dl, tr, op, g in (
+            ((2, 4, 7, 6), (6, 2, 3, 2), (2, 6, 4, 5), [2, 1], [1, 0], [1, 1], False, [0, 0], 2),
+            ((1, 3, 9), (5, 3, 3), (1, 5, 4), [2], [1], [2], False, [0], 1),
+            ((2, 4, 5, 4), (4, 3, 3, 2), (2, 6, 10, 5), [2, 1], [1, 0], [1, 1], True, [1, 0], 2),
+        )
+    ],
     "aten.native_layer_norm.default": lambda: (
         [Sample((_t((2, 3, 8), d), [8], _t((8,), d, 1), _t((8,), d, 2), 1e-5)) for d in FLOAT_DTYPES]
         + [Sample((_t((4, 6)), [4, 6], None, None, 1e-5))]

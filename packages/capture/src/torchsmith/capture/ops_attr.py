@@ -1,0 +1,216 @@
+"""Opcode handlers and helpers for attribute access: objects, modules, tensors, super()."""
+
+import torch
+
+from torchsmith.capture.errors import Unsupported
+from torchsmith.capture.tensors import METADATA_ATTRIBUTES
+from torchsmith.capture.variables import (
+    NULL,
+    BuiltinMethodVar,
+    ConstVar,
+    DictVar,
+    FunctionVar,
+    ListVar,
+    MethodVar,
+    SetVar,
+    SuperVar,
+    TensorVar,
+    TupleVar,
+    tuple_fields,
+)
+
+# nn.Module methods that iterate over its state, answered from the live module (see builtins.py).
+MODULE_ITERATORS = frozenset(
+    {
+        "parameters",
+        "named_parameters",
+        "buffers",
+        "named_buffers",
+        "children",
+        "named_children",
+        "modules",
+        "named_modules",
+    }
+)
+
+
+class AttributeOps:
+    """Mixin of the Tracer."""
+
+    # ----------------------------------------------------------------- attributes
+    def op_LOAD_ATTR(self, frame, ins):
+        frame.push(self.getattr(frame.pop(), ins.argval))
+
+    def op_LOAD_METHOD(self, frame, ins):
+        obj = frame.pop()
+        frame.push(NULL)
+        frame.push(self.getattr(obj, ins.argval))
+
+    def op_STORE_ATTR(self, frame, ins):
+        obj = frame.pop()
+        value = frame.pop()
+        self.setattr(obj, ins.argval, value)
+
+    def op_LOAD_SUPER_ATTR(self, frame, ins):
+        name, is_method, two_arg = ins.argval
+        obj = frame.pop()
+        cls = frame.pop()
+        frame.pop()  # the global `super`
+        del two_arg
+        attr = self.getattr(SuperVar(self.as_python(cls), obj), name)
+        if is_method:
+            frame.push(NULL)
+        frame.push(attr)
+
+    def setattr(self, obj, name: str, value) -> None:
+        if isinstance(obj, ConstVar) and not isinstance(obj.value, type):
+            if isinstance(obj.value, torch.nn.Module) and isinstance(value, TensorVar):
+                current = getattr(obj.value, name, None)
+                if isinstance(current, torch.nn.Parameter):
+                    raise Unsupported(f"assigning a tensor to parameter {name!r} of a module")
+            self.attr_writes[(id(obj.value), name)] = (obj, name, value)
+            return
+        raise Unsupported(f"setting attribute {name!r} on {obj.describe()}")
+
+    def getattr(self, obj, name: str):
+        if isinstance(obj, TensorVar):
+            return self.tensor_attribute(obj, name)
+        if isinstance(obj, SuperVar):
+            return self.super_attribute(obj, name)
+        if isinstance(obj, (ListVar, TupleVar, DictVar, SetVar)):
+            if isinstance(obj, TupleVar) and obj.cls is not None and name in tuple_fields(obj.cls):
+                return obj.items[tuple_fields(obj.cls).index(name)]
+            return BuiltinMethodVar(obj, name)
+        if isinstance(obj, FunctionVar):
+            if name in ("__name__", "__qualname__"):
+                return ConstVar(obj.code.co_name if name == "__name__" else obj.qualname)
+            raise Unsupported(f"attribute {name!r} of a function created inside the compiled code")
+        if isinstance(obj, MethodVar):
+            if name == "__self__":
+                return obj.obj
+            if name == "__func__":
+                return obj.func
+            raise Unsupported(f"attribute {name!r} of a bound method")
+        if isinstance(obj, ConstVar):
+            return self.object_attribute(obj, name)
+        raise Unsupported(f"attribute {name!r} of {obj.describe()}")
+
+    def object_attribute(self, obj: ConstVar, name: str):
+        value = obj.value
+        write = self.attr_writes.get((id(value), name))
+        if write is not None:
+            return write[2]
+        source = f"{obj.source}.{name}" if obj.source else None
+        if isinstance(value, type) or not hasattr(type(value), "__mro__"):
+            return self._plain_attribute(obj, name, source)
+        if isinstance(value, torch.nn.Module) and name in MODULE_ITERATORS:
+            return BuiltinMethodVar(obj, name)
+        for klass in type(value).__mro__:
+            if name in klass.__dict__:
+                descriptor = klass.__dict__[name]
+                if isinstance(descriptor, property):
+                    return self.call(ConstVar(descriptor.fget), [obj], {})
+                if type(descriptor).__name__ == "function" and name not in getattr(value, "__dict__", {}):
+                    return MethodVar(ConstVar(descriptor), obj)
+                if isinstance(descriptor, staticmethod):
+                    return ConstVar(descriptor.__func__)
+                if isinstance(descriptor, classmethod):
+                    return MethodVar(ConstVar(descriptor.__func__), ConstVar(type(value)))
+                break
+        return self._plain_attribute(obj, name, source)
+
+    def _plain_attribute(self, obj: ConstVar, name: str, source):
+        value = obj.value
+        if source is not None and isinstance(value, torch.nn.Module) and name not in value.__dict__:
+            # what nn.Module.__getattr__ would find, read through a plain dict lookup (guards are faster)
+            for table in ("_parameters", "_buffers", "_modules"):
+                if name in value.__dict__.get(table, ()):
+                    source = f"{source[: -len(name) - 1]}.{table}[{name!r}]"
+                    break
+        try:
+            result = getattr(obj.value, name)
+        except AttributeError as e:
+            raise Unsupported(f"AttributeError: {e}") from e
+        if source is None or (isinstance(obj.value, type(torch)) and _is_trusted_module(obj.value)):
+            return (
+                self.wrap_unguarded(result)
+                if not isinstance(result, torch.Tensor)
+                else self.wrap(result, source)
+            )
+        return self.wrap(result, source)
+
+    def super_attribute(self, sup: SuperVar, name: str):
+        mro = type(sup.obj.value).__mro__ if isinstance(sup.obj, ConstVar) else ()
+        start = mro.index(sup.cls) + 1 if sup.cls in mro else len(mro)
+        for klass in mro[start:]:
+            if name in klass.__dict__:
+                descriptor = klass.__dict__[name]
+                if isinstance(descriptor, staticmethod):
+                    return ConstVar(descriptor.__func__)
+                if isinstance(descriptor, classmethod):
+                    return MethodVar(ConstVar(descriptor.__func__), ConstVar(type(sup.obj.value)))
+                if callable(descriptor):
+                    return MethodVar(ConstVar(descriptor), sup.obj)
+                if isinstance(descriptor, property):
+                    return self.call(ConstVar(descriptor.fget), [sup.obj], {})
+                return self.wrap_unguarded(descriptor)
+        raise Unsupported(f"super() has no attribute {name!r}")
+
+    def tensor_attribute(self, tensor: TensorVar, name: str):
+        t = tensor.type
+        if name in METADATA_ATTRIBUTES:
+            if name == "shape":
+                return self.shape_var(t.shape)
+            if name == "ndim":
+                return ConstVar(len(t.shape))
+            if name == "is_leaf":
+                raise Unsupported("Tensor.is_leaf depends on autograd history")
+            h = self.hint_type(t)
+            meta = torch.empty_strided(h.shape, h.strides, dtype=t.dtype, device="meta")
+            if name == "device":
+                return ConstVar(torch.device(t.device))
+            if name == "requires_grad":
+                return ConstVar(t.requires_grad)
+            if name == "is_cuda":
+                return ConstVar(t.device.startswith("cuda"))
+            return ConstVar(getattr(meta, name))
+        if name in ("T", "mT", "H", "mH", "real", "imag"):
+            if name == "T":
+                return self.call_tensor_method(
+                    tensor, "permute", [ConstVar(tuple(reversed(range(len(t.shape)))))], {}
+                )
+            if name == "mT":
+                return self.call_tensor_method(tensor, "transpose", [ConstVar(-2), ConstVar(-1)], {})
+            if name in ("real", "imag"):
+                return self.record(f"torch.{name}", getattr(torch, name), [tensor], {})
+            raise Unsupported(f"Tensor.{name}")
+        if name == "data":
+            return self.call_tensor_method(tensor, "detach", [], {})
+        if name in ("grad", "grad_fn", "_version", "_base"):
+            raise Unsupported(f"Tensor.{name} is autograd state that capture does not track")
+        if callable(getattr(torch.Tensor, name, None)):
+            return BuiltinMethodVar(tensor, name)
+        if name.startswith("is_"):  # layout/kind flags (is_nested, is_sparse, is_cpu ...)
+            kind = name[3:]
+            if kind in ("cpu", "cuda", "meta", "mps", "xpu", "xla", "hpu", "ipu", "mtia", "maia"):
+                return ConstVar(torch.device(t.device).type == kind)
+            h = self.hint_type(t)
+            value = getattr(torch.empty_strided(h.shape, h.strides, dtype=t.dtype, device="meta"), name, None)
+            if isinstance(value, bool):
+                return ConstVar(value)
+        raise Unsupported(f"Tensor attribute {name!r}")
+
+
+def _is_trusted_module(module) -> bool:
+    return module.__name__.split(".")[0] in (
+        "torch",
+        "math",
+        "operator",
+        "builtins",
+        "functools",
+        "itertools",
+        "collections",
+        "typing",
+        "dataclasses",
+        "enum",
+    )
