@@ -112,6 +112,7 @@ def bench(session: nox.Session) -> None:
         session.log("no benchmarks/bench_*.py yet: nothing to run")
         return
     _install_all_editable(session)
+    session.install("transformers")  # GPT-2 and BERT for bench_aot_memory; after torch, so torch stays
     for script in scripts:
         session.run("python", str(script.relative_to(ROOT)), *session.posargs)
 

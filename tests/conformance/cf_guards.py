@@ -232,3 +232,17 @@ def closure_value_change_recompiles_even_with_same_code():
         return lambda t: t * k
 
     return f, [(T(2), make_fn(2)), (T(2), make_fn(3)), (T(2), make_fn(2))]
+
+
+@program(G, graphs=1)
+def string_argument_methods_do_not_recompile():
+    def f(x, name):
+        return x * len(name.upper().strip())
+    return f, [(T(2), " ab "), (T(2), " ab "), (T(2), " ab ")]
+
+
+@program(G, graphs=2)
+def string_argument_change_recompiles():
+    def f(x, name):
+        return x * 2 if name.startswith("a") else x * 3
+    return f, [(T(2), "ab"), (T(2), "ba"), (T(2), "ab")]

@@ -756,7 +756,7 @@ def varargs_and_keyword_only_compiled_function():
 @program(P)
 def closures_made_in_a_comprehension():
     def f(x):
-        fns = [lambda t: t * i for i in range(3)]
+        fns = [lambda t: t * i for i in range(3)]  # noqa: B023 - the late binding is the point
         return [g(x) for g in fns]
     return one(f, T(2))
 
@@ -769,3 +769,14 @@ def argument_captured_by_inner_function():
         k = k + 1
         return inner(x)
     return f, [(T(2), 2)]
+
+
+@program(P)
+def imports_inside_the_function():
+    def f(x):
+        import math as m
+
+        from torch.nn import functional as fn
+
+        return fn.relu(x) * m.sqrt(4)
+    return one(f, T(3))

@@ -133,3 +133,20 @@ class ControlOps:
 
     def op_PUSH_EXC_INFO(self, frame, ins):
         raise Unsupported("exception handling (except clauses) is not captured")
+
+    # ----------------------------------------------------------------- imports inside functions
+    def op_IMPORT_NAME(self, frame, ins):
+        fromlist = self.as_python(frame.pop())
+        level = self.as_python(frame.pop())
+        try:  # importing is idempotent once done, so doing it at capture time is what eager would see
+            module = __import__(ins.argval, frame.globals, None, fromlist, level)
+        except ImportError as e:
+            raise Unsupported(f"import of {ins.argval!r} failed: {e}") from e
+        frame.push(ConstVar(module))
+
+    def op_IMPORT_FROM(self, frame, ins):
+        module = frame.stack[-1]
+        try:
+            frame.push(self.wrap_unguarded(getattr(module.value, ins.argval)))
+        except AttributeError as e:
+            raise Unsupported(f"cannot import name {ins.argval!r}: {e}") from e

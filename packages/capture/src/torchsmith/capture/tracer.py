@@ -294,6 +294,13 @@ class Tracer(StackOps, ControlOps, PythonOps, AttributeOps, CallOps):
             g.add(f"{source}.__kwdefaults__ == {self.ns.name_of(value.__kwdefaults__)}")
             g.add(f"{source}.__globals__ is {self.ns.name_of(value.__globals__)}")
             return ConstVar(value, source)
+        owner = getattr(value, "__self__", None)
+        if isinstance(value, types.BuiltinMethodType) and owner is not None and not isinstance(
+            owner, (types.ModuleType, type)
+        ):
+            # a bound builtin method (`name.upper`) is a new object on every read: guard its owner
+            self.wrap(owner, f"{source}.__self__")
+            return ConstVar(value, source)
         if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type, types.ModuleType)):
             if not _trusted(value):
                 g.identity(source, value)

@@ -1,0 +1,261 @@
+"""The loop-level IR: buffers defined by pointwise loops or reductions over index expressions.
+
+Everything is data (frozen dataclasses), so a program prints, hashes and compares by value:
+
+- an `Expr` tree computes one element: `Load(buffer, index)` reads the buffer's storage at a flat
+  element offset (a sympy expression over the loop variables `i0, i1, ...` and reduction variables
+  `r0, r1, ...`, plus size symbols such as `s0`), `Constant`, `IndexValue` (a size expression used
+  as a number) and `Op` (an elementwise operation by name, e.g. `"add"`, `"exp"`, `"convert"`);
+- a `ComputedBuffer` is written by a `Pointwise` body (element `(i0, ...)` = value) or a
+  `Reduction` body (element `(i0, ...)` = combine of value over `(r0, ...)`), in its `Layout`;
+- an `ExternCall` is a kept library op (prims.mm, ...) that the Python wrapper runs with torch on
+  `TensorView`s of buffers;
+- views never copy: a view of a buffer is only a different index expression in the loads that
+  read it, or a `TensorView` (shape, strides, offset) where a real strided tensor is needed.
+"""
+
+from dataclasses import dataclass
+from functools import cache
+
+import sympy
+import torch
+
+from torchsmith.ir.dtypes import dtype_name
+from torchsmith.ir.symbolic import Dim, format_dim
+
+# ---- loop variables -------------------------------------------------------------------------------
+
+
+@cache
+def index_var(k: int) -> sympy.Symbol:
+    """The k-th pointwise loop variable `i<k>` (a non-negative integer)."""
+    return sympy.Symbol(f"i{k}", integer=True, nonnegative=True)
+
+
+@cache
+def reduction_var(k: int) -> sympy.Symbol:
+    """The k-th reduction loop variable `r<k>`."""
+    return sympy.Symbol(f"r{k}", integer=True, nonnegative=True)
+
+
+def index_vars(n: int) -> tuple[sympy.Symbol, ...]:
+    return tuple(index_var(k) for k in range(n))
+
+
+def reduction_vars(n: int) -> tuple[sympy.Symbol, ...]:
+    return tuple(reduction_var(k) for k in range(n))
+
+
+def is_loop_var_name(name: str) -> bool:
+    """Whether `name` is spelled like a loop variable (size symbols must not be: C++ shares one scope)."""
+    return name[:1] in ("i", "r") and name[1:].isdigit()
+
+
+# ---- element expressions --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    """Element `index` (flat, in elements) of the storage of `buffer`."""
+
+    buffer: str
+    index: sympy.Expr
+    dtype: torch.dtype
+
+    def __str__(self) -> str:
+        return f"load({self.buffer}, {format_dim(self.index)})"
+
+
+@dataclass(frozen=True, slots=True)
+class Constant:
+    value: bool | int | float
+    dtype: torch.dtype
+
+    def __str__(self) -> str:
+        return f"{self.value!r}:{dtype_name(self.dtype)}"
+
+
+@dataclass(frozen=True, slots=True)
+class IndexValue:
+    """A size or index expression used as a number of `dtype` (e.g. the element count of a mean)."""
+
+    expr: sympy.Expr
+    dtype: torch.dtype
+
+    def __str__(self) -> str:
+        return f"index({format_dim(self.expr)}):{dtype_name(self.dtype)}"
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """An elementwise operation; `op` names it as the prim does (`add`, `exp`, `where`, ...), plus
+    `convert` (to `dtype`). `dtype` is the result's dtype."""
+
+    op: str
+    args: tuple["Expr", ...]
+    dtype: torch.dtype
+
+    def __str__(self) -> str:
+        inner = ", ".join(map(str, self.args))
+        return (
+            f"{self.op}({inner})" if self.op != "convert" else f"convert[{dtype_name(self.dtype)}]({inner})"
+        )
+
+
+Expr = Load | Constant | IndexValue | Op
+
+
+def map_indices(expr: Expr, fn) -> Expr:
+    """`expr` with every index expression (of loads and index values) replaced by `fn(index)`."""
+    if isinstance(expr, Load):
+        return Load(expr.buffer, fn(expr.index), expr.dtype)
+    if isinstance(expr, IndexValue):
+        return IndexValue(fn(expr.expr), expr.dtype)
+    if isinstance(expr, Op):
+        return Op(expr.op, tuple(map_indices(a, fn) for a in expr.args), expr.dtype)
+    return expr
+
+
+def substitute(expr: Expr, mapping: dict) -> Expr:
+    """Replace loop variables in every index of `expr`, simultaneously (`{i0: r1, i1: i0}` swaps)."""
+    return map_indices(expr, lambda index: sympy.sympify(index).xreplace(mapping))
+
+
+def loads(expr: Expr) -> list[Load]:
+    """The loads in `expr`, in evaluation order (repeats kept)."""
+    if isinstance(expr, Load):
+        return [expr]
+    if isinstance(expr, Op):
+        return [x for a in expr.args for x in loads(a)]
+    return []
+
+
+# ---- buffers --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    shape: tuple[Dim, ...]
+    strides: tuple[Dim, ...]
+    dtype: torch.dtype
+
+    def __str__(self) -> str:
+        dims = ", ".join(map(format_dim, self.shape))
+        strides = ", ".join(map(format_dim, self.strides))
+        return f"{dtype_name(self.dtype)}[{dims}]{{{strides}}}"
+
+
+@dataclass(frozen=True, slots=True)
+class Pointwise:
+    """Element `(i0, ..., i<n-1>)` over `ranges` is `value`."""
+
+    ranges: tuple[Dim, ...]
+    value: Expr
+
+    def __str__(self) -> str:
+        return f"pointwise [{', '.join(map(format_dim, self.ranges))}]: {self.value}"
+
+
+REDUCTION_TYPES = ("sum", "prod", "max", "min")
+
+
+@dataclass(frozen=True, slots=True)
+class Reduction:
+    """Element `(i0, ...)` over `ranges` combines `value` over `(r0, ...)` in `reduction_ranges`
+    with `reduction_type` (one of REDUCTION_TYPES), accumulating in the result dtype."""
+
+    ranges: tuple[Dim, ...]
+    reduction_ranges: tuple[Dim, ...]
+    reduction_type: str
+    value: Expr
+
+    def __str__(self) -> str:
+        ranges = ", ".join(map(format_dim, self.ranges))
+        rranges = ", ".join(map(format_dim, self.reduction_ranges))
+        return f"reduce {self.reduction_type} [{ranges}] over [{rranges}]: {self.value}"
+
+
+@dataclass(frozen=True, slots=True)
+class InputBuffer:
+    """A tensor input of the graph; `position` is its index among the graph's inputs."""
+
+    name: str
+    position: int
+    layout: Layout
+
+    def __str__(self) -> str:
+        return f"%{self.name}: {self.layout}"
+
+
+@dataclass(frozen=True, slots=True)
+class ComputedBuffer:
+    """A buffer written by one loop nest; `origin` names the prims node (and its source line)."""
+
+    name: str
+    layout: Layout
+    body: Pointwise | Reduction
+    origin: str = ""
+
+    def __str__(self) -> str:
+        where = f"  # {self.origin}" if self.origin else ""
+        return f"buf {self.name}: {self.layout} = {self.body}{where}"
+
+
+@dataclass(frozen=True, slots=True)
+class TensorView:
+    """A strided view of a buffer's storage: what extern calls take and graph outputs return."""
+
+    buffer: str
+    shape: tuple[Dim, ...]
+    strides: tuple[Dim, ...]
+    offset: Dim
+    dtype: torch.dtype
+
+    def __str__(self) -> str:
+        dims = ", ".join(map(format_dim, self.shape))
+        strides = ", ".join(map(format_dim, self.strides))
+        return f"view({self.buffer}, [{dims}]{{{strides}}}+{format_dim(self.offset)})"
+
+
+@dataclass(frozen=True, slots=True)
+class ExternCall:
+    """A kept library op (`kernel` is its prim name) run by the wrapper with torch."""
+
+    name: str
+    layout: Layout
+    kernel: str
+    args: tuple[TensorView, ...]
+    origin: str = ""
+
+    def __str__(self) -> str:
+        where = f"  # {self.origin}" if self.origin else ""
+        return f"extern {self.name}: {self.layout} = {self.kernel}({', '.join(map(str, self.args))}){where}"
+
+
+Buffer = ComputedBuffer | ExternCall
+
+
+@dataclass(frozen=True, slots=True)
+class LoopProgram:
+    """A whole graph in loop IR. `inputs` are the graph's tensor inputs; `symbols` the size symbols
+    that kernels take as arguments; `buffers` in execution order; `outputs` one view per output."""
+
+    name: str
+    num_graph_inputs: int
+    inputs: tuple[InputBuffer, ...]
+    symbols: tuple[str, ...]
+    buffers: tuple[Buffer, ...]
+    outputs: tuple[TensorView, ...]
+
+    def __str__(self) -> str:
+        return format_program(self)
+
+
+def format_program(program: LoopProgram) -> str:
+    """The readable text form of a loop program."""
+    header = ", ".join(map(str, program.inputs))
+    sizes = f" sizes({', '.join(program.symbols)})" if program.symbols else ""
+    lines = [f"loops {program.name}({header}){sizes}:"]
+    lines += [f"  {b}" for b in program.buffers]
+    lines.append(f"  return ({', '.join(map(str, program.outputs))})")
+    return "\n".join(lines)
