@@ -75,6 +75,9 @@ def _install_all_editable(session: nox.Session, extras: str = "") -> None:
 def tests(session: nox.Session) -> None:
     """All packages (editable) and the cross-package tests in one environment."""
     _install_all_editable(session, extras="[test]")
+    # GPT-2 and BERT for tests/test_training_e2e.py; after torch, and with torch's pin repeated so
+    # pip keeps the torch already there instead of resolving another build
+    session.install("transformers", TORCH)
     session.run("pytest", *session.posargs)
 
 

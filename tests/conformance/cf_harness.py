@@ -10,6 +10,18 @@ Python state the program exposes as `fn.state` if any. Each program also states 
 
 Adding a program: write a factory in the cf_<theme>.py file of its theme, decorated with
 `@program(theme, graphs=..., breaks=..., fullgraph=..., dynamic=...)`.
+
+Every program runs under two backends: "eager" (captured graphs interpreted) and "aot_eager"
+(captured graphs lowered by torchsmith.autograd_aot). The counting backend wraps the one asked for.
+
+Training programs (`train=True`) additionally, after each call, reduce the float tensors of the
+result to a scalar (the sum of their sums), call `.backward()` on it on both sides, and compare the
+gradients of the argument tensors that require grad and of every module parameter (then zero them,
+so each call's gradients are compared on their own). Mutated state (e.g. BatchNorm running stats)
+is compared by the ordinary snapshot of arguments and modules.
+
+Programs known to fail under one backend are listed in EXPECTED_FAILURES (test_conformance.py)
+with the reason; they run as strict xfails, so a fix shows up as an unexpected pass.
 """
 
 import dataclasses
@@ -33,6 +45,7 @@ class Program:
     fullgraph: bool = False
     dynamic: bool | None = None
     compiled_raises: type | None = None  # the compiled call raises this (eager may not, e.g. fullgraph)
+    train: bool = False  # backward() through the outputs; gradients compared too
 
 
 def program(theme: str, **options):
@@ -45,16 +58,19 @@ def program(theme: str, **options):
     return register
 
 
-class CountingBackend:
-    """The eager backend, counting the graphs it is given."""
+BACKENDS = ("eager", "aot_eager")
 
-    def __init__(self):
+
+class CountingBackend:
+    """A registered backend (default "eager"), counting the graphs it is given."""
+
+    def __init__(self, name: str = "eager"):
         self.graphs = []
-        self.eager = torchsmith.lookup_backend("eager")
+        self.inner = torchsmith.lookup_backend(name)
 
     def __call__(self, graph, example_inputs):
         self.graphs.append(graph)
-        return self.eager(graph, example_inputs)
+        return self.inner(graph, example_inputs)
 
 
 def snapshot(x):
@@ -88,6 +104,10 @@ def snapshot(x):
     return x
 
 
+# (atol, rtol) per dtype; float32 (and integer dtypes, compared exactly in practice) use the default.
+TOLERANCE = {torch.float16: (1e-3, 1e-3), torch.bfloat16: (1e-2, 1e-2), torch.float64: (1e-10, 1e-8)}
+
+
 def assert_same(a, b, path="result"):
     if isinstance(a, tuple) and a and a[0] == "tensor":
         assert isinstance(b, tuple) and b and b[0] == "tensor", f"{path}: tensor vs {b!r}"
@@ -95,7 +115,8 @@ def assert_same(a, b, path="result"):
         assert ta.shape == tb.shape and ta.dtype == tb.dtype, (
             f"{path}: {ta.shape}/{ta.dtype} vs {tb.shape}/{tb.dtype}"
         )
-        assert torch.allclose(ta, tb, equal_nan=True, atol=1e-5, rtol=1e-4), f"{path}: values differ"
+        atol, rtol = TOLERANCE.get(ta.dtype, (1e-5, 1e-4))
+        assert torch.allclose(ta, tb, equal_nan=True, atol=atol, rtol=rtol), f"{path}: values differ"
         assert a[2] == b[2], f"{path}: requires_grad {a[2]} vs {b[2]}"
         return
     if isinstance(a, (list, tuple)):
@@ -111,14 +132,53 @@ def assert_same(a, b, path="result"):
     assert a == b or (a != a and b != b), f"{path}: {a!r} vs {b!r}"
 
 
-def run_calls(fn, calls):
+def _float_tensors(x):
+    if isinstance(x, torch.Tensor):
+        return [x] if x.is_floating_point() and x.requires_grad else []
+    if isinstance(x, (list, tuple)):
+        return [t for v in x for t in _float_tensors(v)]
+    if isinstance(x, dict):
+        return [t for v in x.values() for t in _float_tensors(v)]
+    return []
+
+
+def _arg_tensors(x):
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for v in x for t in _arg_tensors(v)]
+    if isinstance(x, dict):
+        return [t for v in x.values() for t in _arg_tensors(v)]
+    return []
+
+
+def backward_and_grads(fn, args, out):
+    """Backpropagate the sum of the float outputs; the gradients of args and parameters, then zeroed."""
+    outs = _float_tensors(out)
+    assert outs, "a training program must return at least one float tensor that requires grad"
+    sum(o.sum() for o in outs).backward()
+    grads = []
+    module = fn.__dict__.get("_orig_mod", fn) if isinstance(fn, torch.nn.Module) else None
+    leaves = [t for t in _arg_tensors(args) if t.requires_grad and t.is_leaf]
+    if module is not None:
+        leaves += [p for _, p in module.named_parameters()]
+    for t in leaves:
+        grads.append(None if t.grad is None else t.grad.detach().clone())
+        t.grad = None
+    return ("grads", [("tensor", g, False) if g is not None else None for g in grads])
+
+
+def run_calls(fn, calls, train: bool = False):
     results = []
     for args in calls:
         if callable(args):  # a step between calls (e.g. change a global) made by the same make()
             args()
             continue
         try:
-            results.append(("ok", snapshot(fn(*args))))
+            out = fn(*args)
+            results.append(("ok", snapshot(out)))
+            if train:
+                results.append(backward_and_grads(fn, args, out))
         except Exception as e:  # compared with the other side
             results.append(("raised", type(e).__name__))
         results.append(("args", snapshot(args)))
@@ -130,15 +190,15 @@ def run_calls(fn, calls):
     return results
 
 
-def check(prog: Program) -> CountingBackend:
+def check(prog: Program, backend_name: str = "eager") -> CountingBackend:
     # Each side is built and run in turn, so programs that touch module globals can reset them in make().
     torch.manual_seed(0)
     eager_fn, eager_calls = prog.make()
     torch.manual_seed(1)
-    expected = run_calls(eager_fn, eager_calls)
+    expected = run_calls(eager_fn, eager_calls, prog.train)
     torch.manual_seed(0)
     fn, calls = prog.make()
-    backend = CountingBackend()
+    backend = CountingBackend(backend_name)
     compiled = torchsmith.compile(fn, backend=backend, fullgraph=prog.fullgraph, dynamic=prog.dynamic)
     if getattr(fn, "state", None) is not None and not isinstance(fn, torch.nn.Module):
         compiled.state = fn.state
@@ -149,7 +209,7 @@ def check(prog: Program) -> CountingBackend:
             return backend
         raise AssertionError(f"compiled call did not raise {prog.compiled_raises.__name__}")
     torch.manual_seed(1)
-    actual = run_calls(compiled, calls)
+    actual = run_calls(compiled, calls, prog.train)
     assert_same(expected, actual)
     if prog.graphs is None:
         assert backend.graphs, "no graph was captured"

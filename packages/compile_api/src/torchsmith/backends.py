@@ -1,7 +1,7 @@
 """The backend registry: names -> `backend(graph: torchsmith.ir.Graph, example_inputs: list) -> callable`.
 
 The callable a backend returns is called as `compiled(*inputs)` and returns the graph's outputs as
-a list or tuple. Built in: `"eager"` (the IR's reference interpreter), `"aot_eager"`
+a list or tuple. Built in: `"eager"` (the graph as generated Python, run on eager PyTorch), `"aot_eager"`
 (torchsmith.autograd_aot with interpreted forward and backward graphs) and `"inductor"` (not built
 yet: asking for it raises). Third-party packages add backends through the entry point group
 `torchsmith.backends`.
@@ -72,10 +72,12 @@ def _load_entry_points() -> None:
 
 
 def eager(graph, example_inputs):
-    """Run captured graphs op by op on eager PyTorch with the IR's reference interpreter."""
-    from torchsmith.ir import interpret
+    """Run captured graphs on eager PyTorch, as straight-line Python generated from the graph
+    (`torchsmith.ir.compile_to_python`: same results as the reference interpreter, without its
+    per-node lookups)."""
+    from torchsmith.ir import compile_to_python
 
-    return lambda *inputs: interpret(graph, *inputs)
+    return compile_to_python(graph)
 
 
 def _aot_eager():

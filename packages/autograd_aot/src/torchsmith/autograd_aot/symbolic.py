@@ -71,6 +71,12 @@ class _Fitter:
     def fit(self, values: tuple[int, ...]):
         if values in self.cache:
             return self.cache[values]
+        # An exact match first: with only three hint points an affine function of one symbol can
+        # also fit another symbol's values (s1 = (8*s0)//3 - 4), which is wrong at other sizes.
+        for expr, m in self.monomials:
+            if tuple(m) == values:
+                self.cache[values] = expr
+                return expr
         for expr, m in self.monomials:
             if m[1] == m[0]:
                 continue

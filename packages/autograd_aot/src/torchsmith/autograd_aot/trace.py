@@ -192,7 +192,7 @@ def _run_torch_graph(graph: Graph, env: dict, bindings: dict, recorder: _Recorde
             raise TraceError(f"while tracing {format_node(node)}: {type(e).__name__}: {e}") from e
         if len(node.outputs) == 1:
             env[node.outputs[0].name] = result
-        else:
+        elif node.outputs:  # nodes without outputs (e.g. torch._C._set_grad_enabled) return None
             for v, r in zip(node.outputs, result, strict=True):
                 env[v.name] = r
     recorder.source = recorder.where = None

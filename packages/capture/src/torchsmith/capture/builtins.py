@@ -1,6 +1,7 @@
 """Builtin functions and methods of Python containers, applied to trackers."""
 
 import builtins
+from types import FunctionType
 
 import torch
 
@@ -40,7 +41,7 @@ class BuiltinOps:
             return self.call_tensor_method(obj, "__len__", [], {})
         if isinstance(obj, ConstVar) and isinstance(obj.value, torch.nn.Module):
             return ConstVar(len(self.sequence_items(obj)))
-        if isinstance(obj, ConstVar) and type(obj.value).__module__ != "builtins":
+        if isinstance(obj, ConstVar) and isinstance(getattr(type(obj.value), "__len__", None), FunctionType):
             return self.call(self.getattr(obj, "__len__"), [], {})  # a user __len__ is inlined
         if isinstance(obj, ConstVar):
             return self.call_pure(len, args, kwargs)

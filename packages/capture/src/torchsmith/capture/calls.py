@@ -171,6 +171,13 @@ class CallOps(BuiltinOps):
             and type(getattr(value, "__self__", None)) in _IMMUTABLE_TYPES
         ):
             return self.call_pure(value, args, kwargs)  # "-".join(...), "abc".upper(), (1, 2).index(2)
+        if (
+            any(value is m for m in _DICT_READS) and len(args) >= 2 and isinstance(args[0], ConstVar)
+            and not kwargs
+        ):
+            read = self.read_dict_subclass(value, args)
+            if read is not None:
+                return read
         if isinstance(value, weakref.ReferenceType):
             return self.wrap(value(), f"{fn.source}()" if fn.source else None)
         inner = getattr(value, "_torchsmith_captured_fn", None)
@@ -189,6 +196,25 @@ class CallOps(BuiltinOps):
             return self.construct(value, args, kwargs)
         name = getattr(value, "__qualname__", None) or type(value).__name__
         raise Unsupported(f"call to {name}, which capture cannot trace (it runs eagerly)")
+
+    def read_dict_subclass(self, method, args):
+        """`dict.get(obj, key)` (and `__getitem__`, `__contains__`) on a dict subclass reached through a
+        source, as `super().get(key)` calls it: read now, guarded by the same read at call time."""
+        owner = args[0]
+        if owner.source is None or not isinstance(owner.value, dict):
+            return None
+        try:
+            rest = [self.as_python(a) for a in args[1:]]
+        except Unsupported:
+            return None
+        if not (rest[0] is None or type(rest[0]) in (str, int, bool, float)):
+            return None
+        try:
+            result = method(owner.value, *rest)
+        except Exception:  # e.g. KeyError: let the call run eagerly, where it raises
+            return None
+        literals = ", ".join(self.ns.literal(v) for v in rest)
+        return self.wrap(result, f"{self.ns.name_of(method)}({owner.source}, {literals})")
 
     def global_state(self, fn, args, kwargs):
         """Read a global flag (autocast) at capture time and guard that it stays the same."""
@@ -389,6 +415,8 @@ def allowed_op_name(fn) -> str:
 
 _ALLOWED: dict = {}
 
+# read-only dict methods capture evaluates on a guarded dict subclass (see read_dict_subclass)
+_DICT_READS = (dict.get, dict.__getitem__, dict.__contains__)
 _IMMUTABLE_TYPES = (str, bytes, int, float, complex, bool, tuple, frozenset)
 
 # Functions whose answer is fixed while running captured code.

@@ -77,7 +77,11 @@ class Codegen:
                 self.outputs.append(v.value)
             return f"__outs[{self.output_index[name]}]"
         if isinstance(v, ConstVar):
-            return v.source if v.source else self.ns.literal(v.value)
+            # simple constants read through a source are guarded equal (Tracer.wrap): write them as
+            # literals, since the source may no longer hold them after the side effects (dict.pop)
+            if v.source and type(v.value) not in (type(None), bool, int, str):
+                return v.source
+            return self.ns.literal(v.value)
         if isinstance(v, SymVar):
             return self.t.shape_env.python_expr(v.expr)
         if isinstance(v, ListVar):
@@ -138,7 +142,9 @@ class Codegen:
                     body = ", ".join(
                         f"{self.ns.literal(k)}: {self.expr(x)}" for k, x in tracker.items.items()
                     )
-                    self.lines.append(f"__d = {tracker.source}; __d.clear(); __d.update({{{body}}})")
+                    # the new items are read before clearing: they may be read from this very dict
+                    self.lines.append(f"__d = {tracker.source}; __v = {{{body}}}")
+                    self.lines.append("__d.clear(); __d.update(__v)")
         if t.grad_enabled != t.initial_grad:
             self.lines.append(f"{self.ns.name_of(torch._C._set_grad_enabled)}({t.grad_enabled!r})")
 
@@ -179,6 +185,18 @@ class Codegen:
                 if call_args
                 else f"__r = __call({self.expr(fn)})"
             )
+            stack.append("__r")
+            resumes.append(self.resume_call(frame, index + 1, stack, captured=True, dispatch=resume_dispatch))
+        elif ins.opname == "CALL_FUNCTION_EX":
+            # f(*args, **kwargs) (3.11/3.12 layout: [NULL,] fn, args[, kwargs]): called through the
+            # dispatcher like CALL, so the callee gets its own captured frame
+            kw = stack.pop() if ins.arg & 1 else None
+            posargs = stack.pop()
+            fn = stack.pop()
+            if stack and stack[-1] is NULL:
+                stack.pop()
+            star = f", **{self.expr(kw)}" if kw is not None else ""
+            self.lines.append(f"__r = __call({self.expr(fn)}, *{self.expr(posargs)}{star})")
             stack.append("__r")
             resumes.append(self.resume_call(frame, index + 1, stack, captured=True, dispatch=resume_dispatch))
         elif ins.opname in (

@@ -1,0 +1,73 @@
+"""The compiled guard's fast form: inline tensor specs and submodule paths looked up once must
+accept and reject exactly what the readable expressions do."""
+
+import torch
+
+from torchsmith.capture.guards import _share_module_paths
+
+
+def test_submodule_paths_are_looked_up_once():
+    path = "L['self']._modules['layers']._modules['0']"
+    exprs = [f"{path} is K1", f"{path}.training is True", f"(x := {path}) or True"]
+    exprs.append(f"id({path}._parameters['w'])")
+    shared = _share_module_paths(exprs)
+    assert shared[0] == f"(___m0 := {path}) is K1"
+    assert shared[1] == "___m0.training is True"
+    assert shared[2] == exprs[2]  # inside an `or`: left alone
+    assert shared[3] == "id(___m0._parameters['w'])"
+
+
+def _mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()), torch.nn.Linear(4, 2)
+    )
+
+
+def test_swapping_a_nested_submodule_recompiles(compile_with, backend):
+    model = _mlp()
+    compiled = compile_with(model)
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(compiled(x), model(x))
+    torch.testing.assert_close(compiled(x), model(x))
+    assert len(backend.graphs) == 1  # the guard holds on the second call
+    model[0][0] = torch.nn.Linear(4, 4)
+    torch.testing.assert_close(compiled(x), model(x))
+    assert len(backend.graphs) == 2
+
+
+def test_changing_a_nested_parameter_or_flag_recompiles(compile_with, backend):
+    model = _mlp()
+    compiled = compile_with(model)
+    x = torch.randn(3, 4)
+    compiled(x)
+    with torch.no_grad():
+        model[0][0].weight.data = torch.randn(4, 4, dtype=torch.float64)
+        model[0][0].bias.data = torch.randn(4, dtype=torch.float64)
+    model[1].double()
+    torch.testing.assert_close(compiled(x.double()), model(x.double()))
+    assert len(backend.graphs) == 2
+    model[0][1].eval()
+    torch.testing.assert_close(compiled(x.double()), model(x.double()))
+    assert len(backend.graphs) == 3
+
+
+def test_tensor_locals_are_reused_after_their_binding():
+    from torchsmith.capture.guards import _reuse_tensor_locals
+
+    spec = "(type(___t0 := L['x']), ___t0.dtype) == K1"
+    exprs = ["len({id(L['x'])}) == 1", spec, "len({id(L['x']), id(L['xs'])}) == 2", "L['x'] is None or True"]
+    out = _reuse_tensor_locals(exprs, {"L['x']": "___t0"})
+    assert out == [exprs[0], spec, "len({id(___t0), id(L['xs'])}) == 2", exprs[3]]
+
+
+def test_aliased_inputs_still_recompile(compile_with, backend):
+    def f(x, y):
+        return x.add_(1) * y
+
+    compiled = compile_with(f)
+    a, b = torch.ones(3), torch.ones(3)
+    torch.testing.assert_close(compiled(a, b), torch.full((3,), 2.0))
+    c = torch.ones(3)
+    torch.testing.assert_close(compiled(c, c), torch.full((3,), 4.0))  # y sees x's update
+    assert len(backend.graphs) == 2
