@@ -250,3 +250,14 @@ def unpack_tensor_rows():
         return a - b
 
     return one(f, T(2, 3))
+
+
+@program(X, graphs=1)
+def error_inside_the_graph_has_eager_type():
+    # The index is only known at run time, so the graph itself raises: the user must see the same
+    # exception type and message as eager, not a wrapper.
+    def f(x, index):
+        return torch.index_select(x, 0, index) * 2
+
+    x = torch.randn(4, 3)
+    return f, [(x, torch.tensor([0, 2])), (x, torch.tensor([1, 7]))]

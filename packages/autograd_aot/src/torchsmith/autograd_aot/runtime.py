@@ -22,7 +22,7 @@ from torchsmith.autograd_aot.pipeline import lower
 from torchsmith.autograd_aot.symbolic import input_symbols, lower_symbolic
 from torchsmith.autograd_aot.trace import TracedProgram
 from torchsmith.autograd_aot.views import first_tensor_arg
-from torchsmith.ir import Graph, IRError, SymIntType, TensorType, evaluate, interpret
+from torchsmith.ir import Graph, IRError, SymIntType, TensorType, compile_to_python, evaluate, interpret
 from torchsmith.ir.interpreter import bind_symbols, run_node
 
 Compiler = Callable[[Graph, list], Callable]
@@ -274,9 +274,15 @@ def interpreter_compiler(graph: Graph, example_inputs) -> Callable:
     return run
 
 
+def python_compiler(graph: Graph, example_inputs) -> Callable:
+    """A compiler to straight-line Python calling eager ops (torchsmith.ir.compile_to_python): the
+    same results as the interpreter without its per-node overhead, and an op's own exception type."""
+    return compile_to_python(graph)
+
+
 def aot_eager(graph: Graph, example_inputs, *, decompose=None) -> AotFunction:
-    """`aot_compile` with the reference interpreter for forward and backward."""
-    return aot_compile(graph, example_inputs, interpreter_compiler, interpreter_compiler, decompose=decompose)
+    """`aot_compile` with eager ops (through generated Python) for forward and backward."""
+    return aot_compile(graph, example_inputs, python_compiler, python_compiler, decompose=decompose)
 
 
 def aot_eager_backend(graph: Graph, example_inputs) -> Callable:

@@ -17,8 +17,8 @@ runs; `compile_to_python` does that work once and writes one line of Python per 
 Op callables and constants without a literal form (dtypes, devices, inf, nan, complex) are bound as
 globals of the generated function; symbolic ints are computed from the input sizes with plain
 integer arithmetic. The results are the same as `interpret(graph, *inputs)`; an op that raises is
-reported as an InterpretError naming the node, found from the line number of the failing line, so
-the happy path pays nothing for it.
+re-raised with its own type (as eager raises it) and a note naming the node, found from the line
+number of the failing line, so the happy path pays nothing for it.
 """
 
 import itertools
@@ -222,7 +222,7 @@ def _returns_single_value(node: Node) -> bool:
     eager = lookup_op(node.op).eager
     if isinstance(eager, torch._ops.OpOverload):
         returns = eager._schema.returns
-        return len(returns) == 1 and not str(returns[0].type).endswith("[]")
+        return len(returns) == 1 and not isinstance(returns[0].type, torch.ListType)
     return node.op.rsplit(".", 1)[-1] not in _MAY_RETURN_SEQUENCE
 
 
@@ -304,7 +304,10 @@ def compile_to_python(graph: Graph):
             raise error
         if isinstance(error, _ArityError):
             raise InterpretError(f"while running {_describe(node)}: {error}") from None
-        raise InterpretError(f"while running {_describe(node)}: {type(error).__name__}: {error}") from error
+        # The op's own exception goes on with its own type, as eager would raise it, so a user's
+        # `except RuntimeError:` still works; the note names the node and the user's source line.
+        error.add_note(f"while running {_describe(node)}")
+        raise error
 
     w.globals["_fail"] = fail
     # Registered with linecache so tracebacks through the generated code show its lines.
