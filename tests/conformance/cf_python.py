@@ -3,6 +3,7 @@ comprehensions, unpacking, f-strings, builtins, math/operator, classes and named
 
 import collections
 import dataclasses
+import functools
 import math
 import operator
 
@@ -780,3 +781,43 @@ def imports_inside_the_function():
 
         return fn.relu(x) * m.sqrt(4)
     return one(f, T(3))
+
+
+@program(P, graphs=1, breaks=0)
+def partial_created_and_called():
+    def scale_add(x, a, b, *, c=0.0):
+        return x * a + b + c
+
+    def f(x):
+        g = functools.partial(scale_add, x, 2.0, c=0.5)
+        h = functools.partial(g, c=1.5)  # nested: flattened, call-time keywords override
+        return g(1.0), g(b=3.0), h(0.25), g.args[1], g.keywords["c"], g.func is scale_add
+
+    return one(f, T(3))
+
+
+@program(P, graphs=1, breaks=0)
+def partial_of_module_method_and_torch_function():
+    lin = torch.nn.Linear(4, 3)
+
+    def f(x):
+        fwd = functools.partial(lin.forward)
+        cat = functools.partial(torch.cat, dim=1)
+        soft = functools.partial(torch.nn.functional.softmax, dim=-1)
+        y = fwd(x)
+        return soft(cat([y, y])), callable(cat)
+
+    return one(f, T(2, 4))
+
+
+@program(P, graphs=1, breaks=0)
+def partial_passed_to_inlined_function():
+    def apply_twice(fn, x):
+        return fn(fn(x))
+
+    def f(x, k):
+        add_k = functools.partial(torch.add, other=k)
+        return apply_twice(add_k, x), apply_twice(functools.partial(lambda a, b: a * b, 3), x)
+
+    return f, [(T(3), 2)]
+

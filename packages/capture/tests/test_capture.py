@@ -232,3 +232,50 @@ def test_device_moves_are_typed_with_the_target_device(op, args, kwargs, expecte
     x = Value("x", TensorType.make((2, 3), torch.float32))
     fn = getattr(torch.Tensor, op.rsplit(".", 1)[-1])
     assert str(infer_result(op, fn, (x, *args), kwargs, True)) == expected
+
+
+def test_partial_escaping_the_graph_is_rebuilt(compile_with, backend):
+    import functools
+
+    def f(x):
+        return x + 1, functools.partial(torch.mul, x * 2, other=3)
+
+    x = torch.randn(3)
+    out, p = compile_with(f)(x)
+    torch.testing.assert_close(out, x + 1)
+    assert isinstance(p, functools.partial) and p.func is torch.mul and p.keywords == {"other": 3}
+    torch.testing.assert_close(p(), x * 6)
+    assert len(backend.graphs) == 1
+
+
+def test_partial_of_an_unrebuildable_function_breaks_cleanly(compile_with, backend):
+    import functools
+
+    def f(x):
+        def inner(a, *, k=2):  # a function with keyword defaults made in capture cannot be rebuilt
+            return a * k
+
+        y = x + 1
+        return y, functools.partial(inner, 3)
+
+    x = torch.randn(3)
+    compiled = compile_with(f)
+    out, p = compiled(x)
+    torch.testing.assert_close(out, x + 1)
+    assert isinstance(p, functools.partial) and p() == 6 and p(k=4) == 12
+    session = compiled.session if hasattr(compiled, "session") else compiled._session
+    reasons = [str(r.break_reason) for r in session.records if r.break_reason is not None]
+    assert any("cannot rebuild" in r for r in reasons), reasons
+
+
+def test_partial_made_outside_is_called_through_its_parts(compile_with, backend):
+    import functools
+
+    scale = functools.partial(torch.mul, other=2.5)
+
+    def f(x):
+        return scale(x) + 1
+
+    x = torch.randn(3)
+    torch.testing.assert_close(compile_with(f)(x), f(x))
+    assert len(backend.graphs) == 1

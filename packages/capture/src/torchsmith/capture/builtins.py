@@ -1,6 +1,7 @@
 """Builtin functions and methods of Python containers, applied to trackers."""
 
 import builtins
+import functools
 from types import FunctionType
 
 import torch
@@ -13,6 +14,7 @@ from torchsmith.capture.variables import (
     IteratorVar,
     ListVar,
     MethodVar,
+    PartialVar,
     SetVar,
     SuperVar,
     TensorVar,
@@ -70,6 +72,8 @@ class BuiltinOps:
             return lambda: None
         if isinstance(tracker, MethodVar):
             return self.example_method
+        if isinstance(tracker, PartialVar):
+            return functools.partial(self.example_method)
         raise Unsupported(f"type of {tracker.describe()}")
 
     def example_method(self):  # pragma: no cover - only its type is used
@@ -83,9 +87,15 @@ class BuiltinOps:
 
     def builtin_callable(self, args, kwargs):
         (obj,) = args
-        if isinstance(obj, ConstVar):
-            return ConstVar(callable(obj.value))
-        return ConstVar(isinstance(obj, (FunctionVar, MethodVar)) or type(obj).__name__ == "BuiltinMethodVar")
+        return ConstVar(self.is_callable(obj))
+
+    def is_callable(self, tracker) -> bool:
+        """Whether `callable()` of the value `tracker` stands for is true."""
+        if isinstance(tracker, ConstVar):
+            return callable(tracker.value)
+        return isinstance(tracker, (FunctionVar, MethodVar, PartialVar)) or (
+            type(tracker).__name__ == "BuiltinMethodVar"
+        )
 
     def builtin_getattr(self, args, kwargs):
         obj, name = args[0], self.as_python(args[1])

@@ -5,6 +5,7 @@ torch functions and Tensor methods become graph nodes (see tensors.py for the na
 and the `math`/`operator` modules fold on constants (builtins.py); anything else is a graph break.
 """
 
+import functools
 import inspect
 import types
 import weakref
@@ -22,6 +23,7 @@ from torchsmith.capture.variables import (
     FunctionVar,
     GradModeVar,
     MethodVar,
+    PartialVar,
     RestoreGradMode,
     TensorVar,
     TupleVar,
@@ -121,6 +123,8 @@ class CallOps(BuiltinOps):
             )
         if isinstance(fn, MethodVar):
             return self.call(fn.func, [fn.obj, *args], kwargs, frame)
+        if isinstance(fn, PartialVar):  # bound arguments first; call-time keywords override, as in Python
+            return self.call(fn.func, [*fn.args, *args], {**fn.kwargs, **kwargs}, frame)
         if isinstance(fn, BuiltinMethodVar):
             if isinstance(fn.obj, TensorVar):
                 return self.call_tensor_method(fn.obj, fn.name, args, kwargs)
@@ -137,6 +141,10 @@ class CallOps(BuiltinOps):
         special = self.builtin_handler(value)
         if special is not None:
             return special(args, kwargs)
+        if value is functools.partial:
+            return self.make_partial(args, kwargs)
+        if type(value) is functools.partial:  # a partial made outside: call its parts, read (and guarded) now
+            return self.call(self.unpack_partial(fn), args, kwargs)
         if value is torch.no_grad or value is torch.enable_grad:
             return GradModeVar(value is torch.enable_grad)
         if value is torch.set_grad_enabled:
@@ -196,6 +204,29 @@ class CallOps(BuiltinOps):
             return self.construct(value, args, kwargs)
         name = getattr(value, "__qualname__", None) or type(value).__name__
         raise Unsupported(f"call to {name}, which capture cannot trace (it runs eagerly)")
+
+    def make_partial(self, args, kwargs):
+        """`functools.partial(func, *args, **kwargs)`: a tracker holding the parts (a nested partial
+        is flattened, as `partial.__new__` does)."""
+        if not args:
+            raise Unsupported("functools.partial() without a function")
+        func, bound = args[0], list(args[1:])
+        if isinstance(func, PartialVar):
+            return PartialVar(func.func, [*func.args, *bound], {**func.kwargs, **kwargs})
+        if not self.is_callable(func):
+            raise Unsupported(f"functools.partial of {func.describe()}, which is not callable")
+        return PartialVar(func, bound, kwargs)
+
+    def unpack_partial(self, fn: ConstVar) -> PartialVar:
+        """The tracker of an existing `functools.partial` object, its parts read through its source."""
+        p, src = fn.value, fn.source
+
+        def part(value, suffix):
+            return self.wrap(value, src + suffix) if src else self.wrap_unguarded(value)
+
+        args = [part(a, f".args[{i}]") for i, a in enumerate(p.args)]
+        kwargs = {k: part(v, f".keywords[{k!r}]") for k, v in p.keywords.items()}
+        return PartialVar(part(p.func, ".func"), args, kwargs, source=src)
 
     def read_dict_subclass(self, method, args):
         """`dict.get(obj, key)` (and `__getitem__`, `__contains__`) on a dict subclass reached through a

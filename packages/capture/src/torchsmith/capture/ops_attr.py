@@ -12,6 +12,7 @@ from torchsmith.capture.variables import (
     FunctionVar,
     ListVar,
     MethodVar,
+    PartialVar,
     SetVar,
     SuperVar,
     TensorVar,
@@ -91,6 +92,14 @@ class AttributeOps:
             if name == "__func__":
                 return obj.func
             raise Unsupported(f"attribute {name!r} of a bound method")
+        if isinstance(obj, PartialVar):
+            if name == "func":
+                return obj.func
+            if name == "args":
+                return TupleVar(obj.args)
+            if name == "keywords":
+                return DictVar(obj.kwargs)
+            raise Unsupported(f"attribute {name!r} of a functools.partial created inside the compiled code")
         if isinstance(obj, ConstVar):
             return self.object_attribute(obj, name)
         raise Unsupported(f"attribute {name!r} of {obj.describe()}")

@@ -14,6 +14,7 @@ from torchsmith.capture.variables import (
     IteratorVar,
     ListVar,
     MethodVar,
+    PartialVar,
     SetVar,
     SymVar,
     TensorVar,
@@ -90,7 +91,7 @@ class PythonOps:
             return bool(tracker.items)
         if isinstance(tracker, TensorVar):
             raise Unsupported("truth value of a tensor (data-dependent control flow)")
-        if isinstance(tracker, (FunctionVar, MethodVar, BuiltinMethodVar)):
+        if isinstance(tracker, (FunctionVar, MethodVar, BuiltinMethodVar, PartialVar)):
             return True
         raise Unsupported(f"truth value of {tracker.describe()}")
 

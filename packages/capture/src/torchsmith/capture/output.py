@@ -15,6 +15,7 @@ function:
         return __resume(K4, G, L.get('__closure__'), (None, __outs[1], __r))
 """
 
+import functools
 import types
 from dataclasses import dataclass, field
 
@@ -33,6 +34,7 @@ from torchsmith.capture.variables import (
     IteratorVar,
     ListVar,
     MethodVar,
+    PartialVar,
     RestoreGradMode,
     SetVar,
     SymVar,
@@ -109,6 +111,12 @@ class Codegen:
             return v.source or f"{self.ns.name_of(types.MethodType)}({self.expr(v.func)}, {self.expr(v.obj)})"
         if isinstance(v, BuiltinMethodVar):
             return f"{self.expr(v.obj)}.{v.name}"
+        if isinstance(v, PartialVar):  # keywords go through ** so any string key rebuilds
+            parts = [self.expr(v.func), *(self.expr(a) for a in v.args)]
+            if v.kwargs:
+                body = ", ".join(f"{self.ns.literal(k)}: {self.expr(x)}" for k, x in v.kwargs.items())
+                parts.append(f"**{{{body}}}")
+            return f"{self.ns.name_of(functools.partial)}({', '.join(parts)})"
         if isinstance(v, CellVar) and v.real is not None:
             return v.source or self.ns.name_of(v.real)
         if isinstance(v, CellVar) and id(v) in self.cell_names:

@@ -185,6 +185,22 @@ class MethodVar(VariableTracker):
         self.obj = obj
 
 
+class PartialVar(VariableTracker):
+    """`functools.partial(func, *args, **kwargs)` built during capture: calling it calls `func` with
+    the bound arguments first, as `partial.__call__` does. Rebuilt after the graph from its parts."""
+
+    __slots__ = ("func", "args", "kwargs")
+
+    def __init__(self, func: VariableTracker, args, kwargs: dict, source: str | None = None):
+        super().__init__(source)
+        self.func = func
+        self.args = tuple(args)
+        self.kwargs = dict(kwargs)
+
+    def describe(self) -> str:
+        return f"PartialVar({self.func.describe()})"
+
+
 class BuiltinMethodVar(VariableTracker):
     """A method of a tracked container or tensor (`xs.append`, `x.add`), resolved at call time."""
 
