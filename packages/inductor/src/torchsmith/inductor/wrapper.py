@@ -7,11 +7,10 @@ import torch
 
 from torchsmith.inductor.cpp_codegen import Kernel
 from torchsmith.inductor.errors import RuntimeCallError
+from torchsmith.inductor.externs import EXTERN_KERNELS
 from torchsmith.inductor.loop_ir import ComputedBuffer, ExternCall, LoopProgram, TensorView
 from torchsmith.ir.symbolic import evaluate
 from torchsmith.ir.types import TensorType
-
-EXTERN_KERNELS = {"prims.mm": torch.mm, "prims.bmm": torch.bmm}
 
 
 class CompiledGraph:
