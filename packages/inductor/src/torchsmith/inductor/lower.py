@@ -122,7 +122,7 @@ def lower(graph: Graph) -> LoopProgram:
 
     Unsupported prims raise `LoweringError` naming the prim and the node.
     """
-    from torchsmith.inductor import lowerings  # noqa: F401  (fills LOWERINGS)
+    from torchsmith.inductor import lowerings, lowerings_reductions  # noqa: F401  (fill LOWERINGS)
 
     ctx = LoweringContext()
     inputs, symbols = [], set()
@@ -152,7 +152,7 @@ def lower(graph: Graph) -> LoopProgram:
         if fn is None:
             raise LoweringError(
                 f"no lowering for {node.op} in {ctx.origin}; the inductor lowers "
-                f"{len(LOWERINGS)} prims so far (see torchsmith.inductor.lowerings.LOWERINGS)"
+                f"{len(LOWERINGS)} prims so far (see torchsmith.inductor.lower.LOWERINGS)"
             )
         results = fn(ctx, node)
         results = results if isinstance(results, list) else [results]

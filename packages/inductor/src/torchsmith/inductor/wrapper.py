@@ -7,8 +7,8 @@ import torch
 
 from torchsmith.inductor.cpp_codegen import Kernel
 from torchsmith.inductor.errors import RuntimeCallError
-from torchsmith.inductor.externs import EXTERN_KERNELS
-from torchsmith.inductor.loop_ir import ComputedBuffer, ExternCall, LoopProgram, TensorView
+from torchsmith.inductor.externs import run_extern, tensor_of
+from torchsmith.inductor.loop_ir import ComputedBuffer, ExternCall, LoopProgram
 from torchsmith.ir.symbolic import evaluate
 from torchsmith.ir.types import TensorType
 
@@ -33,7 +33,7 @@ class CompiledGraph:
         group_of = {buffer.name: (kernel, group) for kernel, group in kernels for buffer in group}
         for buffer in program.buffers:
             if isinstance(buffer, ExternCall):
-                self._steps.append(("extern", buffer, EXTERN_KERNELS[buffer.kernel]))
+                self._steps.append(("extern", buffer, None))
                 continue
             kernel, group = group_of[buffer.name]
             if buffer is not group[0]:
@@ -76,8 +76,7 @@ class CompiledGraph:
         tensors: dict[str, torch.Tensor] = {b.name: inputs[b.position] for b in self.program.inputs}
         for kind, what, payload in self._steps:
             if kind == "extern":
-                args = [self._view(tensors, v, bindings) for v in what.args]
-                tensors[what.name] = payload(*args)
+                tensors[what.name] = run_extern(what, tensors, bindings)
                 continue
             for buffer in what:
                 layout = buffer.layout
@@ -86,17 +85,7 @@ class CompiledGraph:
                 tensors[buffer.name] = torch.empty_strided(shape, strides, dtype=layout.dtype)
             fn, names = payload
             fn(*(tensors[n].data_ptr() for n in names), *symbol_values)
-        return [self._view(tensors, v, bindings) for v in self.program.outputs]
-
-    @staticmethod
-    def _view(tensors, view: TensorView, bindings) -> torch.Tensor:
-        base = tensors[view.buffer]
-        shape = [evaluate(d, bindings) for d in view.shape]
-        strides = [evaluate(d, bindings) for d in view.strides]
-        offset = evaluate(view.offset, bindings)
-        if list(base.shape) == shape and list(base.stride()) == strides and offset == 0:
-            return base
-        return base.as_strided(shape, strides, base.storage_offset() + offset)
+        return [tensor_of(tensors, v, bindings) for v in self.program.outputs]
 
 
 def _same_strides(shape, actual, expected) -> bool:
