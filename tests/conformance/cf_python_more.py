@@ -426,3 +426,26 @@ def partial_passed_to_inlined_function():
 
     return f, [(T(3), 2)]
 
+
+
+@program(P, graphs=1, breaks=0)
+def inspect_signature_inside_forward():
+    # transformers' apply_chunking_to_forward counts a callback's parameters in forward
+    import inspect
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def chunk(self, x):
+            return self.lin(x).relu()
+
+        def forward(self, x):
+            fn = self.chunk
+            n = len(inspect.signature(fn).parameters)
+            names = list(inspect.signature(functools.partial(torch.nn.functional.softmax, dim=-1)).parameters)
+            unwrapped = inspect.unwrap(fn)
+            return fn(x) * n + len(names), unwrapped is Block.chunk
+
+    return one(Block(), T(3, 4))

@@ -168,6 +168,8 @@ class CallOps(BuiltinOps):
                 return ConstVar(False)
         if value in _FIXED_RESULTS:
             return ConstVar(_FIXED_RESULTS[value])
+        if value in _INTROSPECTION:
+            return self.introspect(value, args, kwargs)
         if value is torch.is_autocast_enabled:
             return self.global_state(value, args, kwargs)
         if isinstance(value, torch.nn.Module):
@@ -246,6 +248,40 @@ class CallOps(BuiltinOps):
             return None
         literals = ", ".join(self.ns.literal(v) for v in rest)
         return self.wrap(result, f"{self.ns.name_of(method)}({owner.source}, {literals})")
+
+    def introspect(self, fn, args, kwargs):
+        """`inspect.signature(f)` and its kin, answered now from the function objects themselves.
+
+        Their answers depend only on code objects, defaults and `__wrapped__`/`__signature__`, which
+        the guards on `f` (its code, defaults or identity) already pin, so the result is a constant.
+        Tracing inspect's own code instead breaks the graph on `id()`, `sys.getrecursionlimit()`
+        and mappingproxy iteration (transformers calls `inspect.signature` inside `forward`).
+        """
+        values = [self.callable_value(a) for a in args]
+        kw = {k: self.callable_value(v) for k, v in kwargs.items()}
+        try:
+            result = fn(*values, **kw)
+        except Exception as e:
+            raise Unsupported(f"inspect.{fn.__name__} raised {type(e).__name__}: {e}") from e
+        return self.wrap_unguarded(result)
+
+    def callable_value(self, tracker):
+        """The Python object a tracker of a function, method or partial stands for (constants too)."""
+        from torchsmith.capture.variables import MethodVar
+
+        if isinstance(tracker, MethodVar) and isinstance(tracker.func, ConstVar):
+            owner = tracker.obj.value if isinstance(tracker.obj, ConstVar) else object()
+            # the owner only binds `self` away: any object stands in for a traced one (a tensor)
+            return types.MethodType(tracker.func.value, owner)
+        if isinstance(tracker, PartialVar):
+            return functools.partial(
+                self.callable_value(tracker.func),
+                *[self.callable_value(a) for a in tracker.args],
+                **{k: self.callable_value(v) for k, v in tracker.kwargs.items()},
+            )
+        if isinstance(tracker, TensorVar):
+            raise Unsupported("an inspect function applied to a tensor")
+        return self.as_python(tracker)
 
     def global_state(self, fn, args, kwargs):
         """Read a global flag (autocast) at capture time and guard that it stays the same."""
@@ -456,6 +492,18 @@ _FIXED_RESULTS = {
     torch.compiler.is_compiling: True,  # as under torch.compile: the code is being compiled
     torch.jit.is_scripting: False,
     torch.jit.is_tracing: False,
+}
+
+# Introspection answered at capture time (see Tracer.introspect).
+_INTROSPECTION = {
+    inspect.signature,
+    inspect.unwrap,
+    inspect.getfullargspec,
+    inspect.isfunction,
+    inspect.ismethod,
+    inspect.isclass,
+    inspect.iscoroutinefunction,
+    inspect.isgeneratorfunction,
 }
 
 _HAS_TORCH_FUNCTION = {

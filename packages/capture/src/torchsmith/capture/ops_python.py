@@ -1,6 +1,8 @@
 """Opcode handlers for operators, subscripts and attributes, and the Python-value helpers they share."""
 
+import collections
 import operator
+import types
 
 import sympy
 import torch
@@ -48,6 +50,17 @@ COMPARE = {
     "!=": ("ne", operator.ne),
 }
 _REFLECTED_COMPARE = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
+
+
+_READ_ONLY_VIEWS = (
+    types.MappingProxyType,
+    type({}.keys()),
+    type({}.values()),
+    type({}.items()),
+    type(collections.OrderedDict().keys()),
+    type(collections.OrderedDict().values()),
+    type(collections.OrderedDict().items()),
+)
 
 
 class PythonOps:
@@ -123,6 +136,9 @@ class PythonOps:
                 return [self.wrap_unguarded(v) for v in value]
             if isinstance(value, (type(iter(())), type(iter([])))):
                 raise Unsupported("iterating over a Python iterator object passed in")
+            if tracker.source is None and isinstance(value, _READ_ONLY_VIEWS):
+                # made at capture time (a signature's parameters): fixed, so iterate it now
+                return [self.wrap_unguarded(v) for v in value]
         raise Unsupported(f"iteration over {tracker.describe()}")
 
     def module_items(self, tracker: ConstVar) -> list:
