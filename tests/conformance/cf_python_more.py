@@ -1,6 +1,7 @@
 """Python semantics inside compiled functions, part two: recursion, globals, classes, named tuples,
 dataclasses, functools.partial (part one is cf_python.py)."""
 
+import dataclasses
 import functools
 
 import torch
@@ -449,3 +450,61 @@ def inspect_signature_inside_forward():
             return fn(x) * n + len(names), unwrapped is Block.chunk
 
     return one(Block(), T(3, 4))
+
+
+@dataclasses.dataclass
+class Result:
+    value: torch.Tensor
+    extra: torch.Tensor | None = None
+    note: str = "plain"
+
+    @property
+    def total(self):
+        return self.value.sum() if self.extra is None else self.value.sum() + self.extra.sum()
+
+    def scaled(self, k):
+        return self.value * k
+
+
+@program(P, graphs=1, breaks=0)
+def dataclass_created_read_and_returned():
+    def f(x):
+        r = Result(x.relu(), extra=x * 2)
+        r.note = "set"
+        return Result(r.scaled(3), note=r.note), r.total, isinstance(r, Result), type(r) is Result
+
+    return one(f, T(3))
+
+
+@program(P, graphs=2, breaks=1)
+def dataclass_lives_across_a_graph_break():
+    def f(x):
+        r = Result(x + 1)
+        print("break here")
+        return r.value * 2, r
+
+    return one(f, T(3))
+
+
+@program(P, graphs=1, breaks=0)
+def loss_module_created_inside_the_function():
+    def f(logits, target):
+        loss_fn = torch.nn.CrossEntropyLoss(ignore_index=-100, reduction="mean")
+        return loss_fn(logits, target) * 2
+
+    return f, [(T(4, 5), torch.tensor([0, 2, -100, 4]))]
+
+
+@dataclasses.dataclass
+class WithFactory:
+    items: list = dataclasses.field(default_factory=list)
+
+
+@program(P)
+def dataclass_with_default_factory_runs_as_eager():
+    def f(x):
+        w = WithFactory()
+        w.items.append(1)
+        return x * len(w.items)
+
+    return one(f, T(2))

@@ -9,6 +9,7 @@ import torch
 from torchsmith.capture.errors import Unsupported
 from torchsmith.capture.variables import (
     ConstVar,
+    DataclassVar,
     DictVar,
     FunctionVar,
     IteratorVar,
@@ -74,6 +75,8 @@ class BuiltinOps:
             return self.example_method
         if isinstance(tracker, PartialVar):
             return functools.partial(self.example_method)
+        if isinstance(tracker, DataclassVar):
+            return tracker.cls.__new__(tracker.cls)  # not initialized: only its type is used
         raise Unsupported(f"type of {tracker.describe()}")
 
     def example_method(self):  # pragma: no cover - only its type is used
@@ -274,6 +277,8 @@ class BuiltinOps:
             return self.list_method(obj, name, args, kwargs)
         if isinstance(obj, DictVar):
             return self.dict_method(obj, name, args, kwargs)
+        if isinstance(obj, DataclassVar):
+            return self.dataclass_method(obj, name, args, kwargs)
         if isinstance(obj, TupleVar) and name in ("index", "count"):
             return self.call_pure(getattr(tuple, name), [ConstVar(tuple(self.as_python(obj))), *args], kwargs)
         if isinstance(obj, SetVar) and name in ("add", "update"):

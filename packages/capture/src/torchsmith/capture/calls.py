@@ -15,6 +15,7 @@ import torch
 
 from torchsmith.capture.builtins import BuiltinOps
 from torchsmith.capture.errors import Unsupported
+from torchsmith.capture.objects import traceable_dataclass
 from torchsmith.capture.tensors import DATA_DEPENDENT_METHODS, METADATA_METHODS
 from torchsmith.capture.variables import (
     NULL,
@@ -459,7 +460,12 @@ class CallOps(BuiltinOps):
                 [self.wrap_unguarded(v) if not hasattr(v, "source") else v for v in bound.arguments.values()],
                 cls=cls,
             )
+        if traceable_dataclass(cls):
+            return self.construct_dataclass(cls, args, kwargs)
         if issubclass(cls, torch.nn.Module):
+            created = self.construct_stateless_module(cls, args, kwargs)
+            if created is not None:
+                return created
             raise Unsupported(f"creating module {cls.__name__} inside the compiled function")
         if cls.__module__ in ("builtins",) or issubclass(cls, BaseException):
             return self.call_pure(cls, args, kwargs)

@@ -8,6 +8,7 @@ from torchsmith.capture.variables import (
     NULL,
     BuiltinMethodVar,
     ConstVar,
+    DataclassVar,
     DictVar,
     FunctionVar,
     ListVar,
@@ -71,6 +72,8 @@ class AttributeOps:
                     raise Unsupported(f"assigning a tensor to parameter {name!r} of a module")
             self.attr_writes[(id(obj.value), name)] = (obj, name, value)
             return
+        if isinstance(obj, DataclassVar):
+            return self.dataclass_setattr(obj, name, value)
         raise Unsupported(f"setting attribute {name!r} on {obj.describe()}")
 
     def getattr(self, obj, name: str):
@@ -102,6 +105,8 @@ class AttributeOps:
             raise Unsupported(f"attribute {name!r} of a functools.partial created inside the compiled code")
         if isinstance(obj, ConstVar):
             return self.object_attribute(obj, name)
+        if isinstance(obj, DataclassVar):
+            return self.dataclass_attribute(obj, name)
         raise Unsupported(f"attribute {name!r} of {obj.describe()}")
 
     def object_attribute(self, obj: ConstVar, name: str):

@@ -11,6 +11,7 @@ from torchsmith.capture.errors import Unsupported
 from torchsmith.capture.variables import (
     BuiltinMethodVar,
     ConstVar,
+    DataclassVar,
     DictVar,
     FunctionVar,
     IteratorVar,
@@ -91,6 +92,12 @@ class PythonOps:
         return True
 
     def truth(self, tracker) -> bool:
+        if isinstance(tracker, DataclassVar):
+            if tracker.dict_like:
+                return bool(self.dataclass_items(tracker))
+            if hasattr(tracker.cls, "__bool__") or hasattr(tracker.cls, "__len__"):
+                raise Unsupported(f"truth value of {tracker.describe()}")
+            return True
         if isinstance(tracker, ConstVar):
             try:
                 return bool(tracker.value)
@@ -120,6 +127,8 @@ class PythonOps:
             return [ConstVar(k) for k in tracker.items]
         if isinstance(tracker, SetVar):
             return list(tracker.items)
+        if isinstance(tracker, DataclassVar) and tracker.dict_like:
+            return [ConstVar(k) for k in self.dataclass_items(tracker)]
         if isinstance(tracker, TensorVar):
             shape = tracker.type.shape
             if not shape:
@@ -322,6 +331,8 @@ class PythonOps:
             if isinstance(k, slice):
                 return type(container)(picked) if isinstance(container, ListVar) else TupleVar(picked)
             return picked
+        if isinstance(container, DataclassVar):
+            return self.dataclass_subscript(container, key)
         if isinstance(container, DictVar):
             if k not in container.items:
                 raise Unsupported(f"KeyError: {k!r}")

@@ -15,6 +15,7 @@ function:
         return __resume(K4, G, L.get('__closure__'), (None, __outs[1], __r))
 """
 
+import dataclasses
 import functools
 import types
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from torchsmith.capture.variables import (
     BuiltinMethodVar,
     CellVar,
     ConstVar,
+    DataclassVar,
     DictVar,
     FunctionVar,
     IteratorVar,
@@ -78,6 +80,12 @@ class Codegen:
                 self.output_index[name] = len(self.outputs)
                 self.outputs.append(v.value)
             return f"__outs[{self.output_index[name]}]"
+        if isinstance(v, ConstVar) and v.source is None and id(v.value) in self.t.created_modules:
+            module, cls, args, kwargs = self.t.created_modules[id(v.value)]
+            if module is v.value:
+                call = [self.ns.literal(a) for a in args]
+                call += [f"{k}={self.ns.literal(x)}" for k, x in kwargs.items()]
+                return f"{self.ns.name_of(cls)}({', '.join(call)})"
         if isinstance(v, ConstVar):
             # simple constants read through a source are guarded equal (Tracer.wrap): write them as
             # literals, since the source may no longer hold them after the side effects (dict.pop)
@@ -103,6 +111,10 @@ class Codegen:
                 return v.source
             body = "{" + ", ".join(f"{self.ns.literal(k)}: {self.expr(x)}" for k, x in v.items.items()) + "}"
             return body if v.cls is dict else f"{self.ns.name_of(v.cls)}({body})"
+        if isinstance(v, DataclassVar):
+            init = [f for f in dataclasses.fields(v.cls) if f.init]
+            body = ", ".join(f"{f.name}={self.expr(v.fields[f.name])}" for f in init)
+            return f"{self.ns.name_of(v.cls)}({body})"
         if isinstance(v, SetVar):
             return "{" + ", ".join(self.expr(i) for i in v.items) + "}" if v.items else "set()"
         if isinstance(v, IteratorVar):

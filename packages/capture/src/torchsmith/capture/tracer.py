@@ -16,6 +16,7 @@ from torchsmith.capture.calls import CallOps
 from torchsmith.capture.errors import Unsupported
 from torchsmith.capture.guards import GuardSet, Namespace
 from torchsmith.capture.instructions import Instruction, normalize
+from torchsmith.capture.objects import DataclassOps
 from torchsmith.capture.ops_attr import AttributeOps
 from torchsmith.capture.ops_control import ControlOps
 from torchsmith.capture.ops_python import PythonOps
@@ -100,7 +101,7 @@ class BreakReached(Exception):
     """Internal: the root frame reached the instruction chosen for the graph break."""
 
 
-class Tracer(StackOps, ControlOps, PythonOps, AttributeOps, CallOps):
+class Tracer(StackOps, ControlOps, PythonOps, AttributeOps, DataclassOps, CallOps):
     """Captures one function call into a graph plus the Python left around it."""
 
     def __init__(
@@ -120,6 +121,8 @@ class Tracer(StackOps, ControlOps, PythonOps, AttributeOps, CallOps):
         self.global_writes: dict[tuple[int, str], tuple[str, dict, VariableTracker]] = {}
         self.written_cells: list[CellVar] = []
         self.cells_by_id: dict[int, CellVar] = {}
+        # id(module) -> (module, class, args, kwargs) of stateless modules built during capture
+        self.created_modules: dict[int, tuple] = {}
         self.mutables_by_id: dict[int, tuple] = {}  # id(list or dict) -> (its tracker, the object)
         self.mutable_sources: list[VariableTracker] = []
         self.initial_grad = torch.is_grad_enabled()

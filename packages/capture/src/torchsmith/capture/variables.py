@@ -276,3 +276,21 @@ def make_tuple(cls, items):
 def is_const(*trackers) -> bool:
     """Whether every tracker is a ConstVar."""
     return all(isinstance(t, ConstVar) for t in trackers)
+
+
+class DataclassVar(VariableTracker):
+    """An instance of a dataclass created inside the compiled code: the trackers of its fields, in
+    field order. After the graph it is rebuilt by calling the class with them, so `__post_init__`
+    runs as it did in eager. `dict_like` marks transformers' ModelOutput (an OrderedDict whose items
+    are the fields that are not None)."""
+
+    __slots__ = ("cls", "fields", "dict_like")
+
+    def __init__(self, cls: type, fields: dict, dict_like: bool):
+        super().__init__(None)
+        self.cls = cls
+        self.fields = dict(fields)
+        self.dict_like = dict_like
+
+    def describe(self) -> str:
+        return f"{self.cls.__qualname__} instance"
