@@ -23,6 +23,7 @@ from torchsmith.capture.variables import (
 )
 from torchsmith.ir import ScalarType, SymIntType, TensorType, Value
 from torchsmith.ir.graph import ArgList, Slice
+from torchsmith.ir.torch_startup import defer_dynamo_import
 
 # Methods whose result is data-dependent or leaves the tensor world: a graph break.
 DATA_DEPENDENT_METHODS = frozenset(
@@ -138,9 +139,15 @@ def _to_meta(arg):
     return arg
 
 
+_DYNAMO_DEFERRED = [False]
+
+
 def infer_result(op: str, fn, args: tuple, kwargs: dict, grad_enabled: bool):
     """Run `fn` on meta copies of the inputs: (structure, types) where structure mirrors the
     result with TensorType leaves (tuples and named tuples kept)."""
+    if not _DYNAMO_DEFERRED[0]:
+        _DYNAMO_DEFERRED[0] = True
+        defer_dynamo_import()  # torch's Python meta kernels would import torch._dynamo (seconds)
     tensor_types = [v.type for v in _values((args, kwargs)) if isinstance(v.type, TensorType)]
     device = _explicit_device(op, args, kwargs)
     if device is None:  # like torch: a CUDA operand wins over CPU scalars
