@@ -28,7 +28,7 @@ PACKAGES_DIR = ROOT / "packages"
 PACKAGES = ["ir", "capture", "autograd_aot", "prims", "inductor", "compile_api"]
 TORCH = os.environ.get("TORCHSMITH_TORCH", "torch==2.13.0")
 RUFF = "ruff==0.17.6"
-DEMO_MODULE = "torchsmith.ir.demo"
+DEMO_MODULE = "torchsmith.demo"
 
 nox.options.default_venv_backend = "virtualenv"
 nox.options.reuse_venv = "yes"
@@ -78,6 +78,8 @@ def tests(session: nox.Session) -> None:
     # GPT-2 and BERT for tests/test_training_e2e.py; after torch, and with torch's pin repeated so
     # pip keeps the torch already there instead of resolving another build
     session.install("transformers", TORCH)
+    # Triton kernels run in Triton's interpreter on CPU in the inductor's test_triton_* files.
+    session.install("triton==3.6.0")
     session.run("pytest", *session.posargs)
 
 
@@ -90,6 +92,8 @@ def tests_isolated(session: nox.Session, package: str) -> None:
     # Local folders in one pip command: pip builds and installs wheels from them (every time, so a
     # reused environment never runs stale code) and never looks for torchsmith-* on PyPI.
     session.install(f"{PACKAGES_DIR / package}[test]", *[str(PACKAGES_DIR / f) for f in folders[1:]])
+    if package == "inductor":
+        session.install("triton==3.6.0")  # the Triton tests run in Triton's interpreter on CPU
     allowed = {_project(folder)["name"] for folder in folders}
     listing = session.run("python", "-m", "pip", "list", "--format=json", silent=True)
     names = {distribution["name"] for distribution in json.loads(listing)}
@@ -122,10 +126,11 @@ def bench(session: nox.Session) -> None:
 
 @nox.session
 def demo(session: nox.Session) -> None:
-    """The demo: python -m torchsmith.ir.demo."""
+    """The demo: python -m torchsmith.demo compiles a small GPT (random weights) and prints eager vs
+    compiled time, graphs, breaks and kernels. Arguments after `--` go to it (`-- --report DIR`)."""
     _install_all_editable(session)
     probe = f"import importlib.util; print(importlib.util.find_spec({DEMO_MODULE!r}) is not None)"
     found = session.run("python", "-c", probe, silent=True)
     if found.strip() != "True":
         session.skip(f"{DEMO_MODULE} is not written yet")
-    session.run("python", "-m", DEMO_MODULE)
+    session.run("python", "-m", DEMO_MODULE, *session.posargs)

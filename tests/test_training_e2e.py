@@ -1,9 +1,11 @@
-"""End to end training through `torchsmith.compile(backend="aot_eager")`: GPT-2 and BERT.
+"""End to end training through `torchsmith.compile` with backend="aot_eager" and backend="inductor":
+GPT-2 and BERT.
 
 Both models are built by `transformers` from small configurations with random weights (nothing is
 downloaded) and dropout 0, so eager and compiled training agree up to float rounding. Each test runs
 a few optimizer steps on an eager copy and a compiled copy built from the same weights and compares
-the loss and every parameter's gradient at each step, then the final weights.
+the loss and every parameter's gradient at each step, then the final weights. Under "inductor" every
+graph must compile (no fallback to eager, forward or backward) and the compiled code must run.
 """
 
 import copy
@@ -20,23 +22,37 @@ STEPS = 3
 ATOL, RTOL = 1e-5, 1e-4
 
 
-class Counting:
-    """The aot_eager backend, counting the graphs it is given."""
+BACKENDS = ["aot_eager", "inductor"]
 
-    def __init__(self):
-        self.graphs = []
-        self.inner = torchsmith.lookup_backend("aot_eager")
+
+class Counting:
+    """A registered backend, counting the graphs it is given and the errors it raised on them."""
+
+    def __init__(self, name):
+        self.graphs, self.failures = [], []
+        self.inner = torchsmith.lookup_backend(name)
 
     def __call__(self, graph, example_inputs):
         self.graphs.append(graph)
-        return self.inner(graph, example_inputs)
+        try:
+            return self.inner(graph, example_inputs)
+        except Exception as e:
+            self.failures.append(f"{type(e).__name__}: {e}")
+            raise
 
 
-def _train_and_compare(model, batches, caplog):
+def _inductor_stats():
+    from torchsmith.inductor import BACKEND_STATS
+
+    return (BACKEND_STATS.calls, BACKEND_STATS.kernel_calls, BACKEND_STATS.backward_fallbacks)
+
+
+def _train_and_compare(model, batches, caplog, backend_name):
     torch.manual_seed(0)
     eager_model = model
     compiled_model = copy.deepcopy(model)
-    backend = Counting()
+    backend = Counting(backend_name)
+    stats_before = _inductor_stats() if backend_name == "inductor" else None
     compiled = torchsmith.compile(compiled_model, backend=backend)
     eager_opt = torch.optim.SGD(eager_model.parameters(), lr=0.1)
     compiled_opt = torch.optim.SGD(compiled_model.parameters(), lr=0.1)
@@ -65,6 +81,11 @@ def _train_and_compare(model, batches, caplog):
     assert captured >= 50, f"only {captured} ops captured in {len(backend.graphs)} graphs: mostly eager"
     internal = [r for r in caplog.records if "internal error" in r.getMessage()]
     assert not internal, internal[0].getMessage()
+    assert not backend.failures, backend.failures[0][:2000]
+    if stats_before is not None:
+        calls, kernel_calls, backward_fallbacks = _inductor_stats()
+        assert calls > stats_before[0] and kernel_calls > stats_before[1], "no generated kernel ran"
+        assert backward_fallbacks == stats_before[2], "a backward graph fell back to eager ops"
     return backend
 
 
@@ -73,17 +94,19 @@ def _token_batches(vocab, n, batch=2, length=16):
     return [torch.randint(0, vocab, (batch, length), generator=gen) for _ in range(n)]
 
 
-def test_gpt2_training_matches_eager(caplog):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gpt2_training_matches_eager(caplog, backend):
     torch.manual_seed(0)
     config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=128, n_positions=64,
                                      resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False,
                                      bos_token_id=0, eos_token_id=0)
     model = transformers.GPT2LMHeadModel(config).train()
     batches = [{"input_ids": ids, "labels": ids} for ids in _token_batches(128, STEPS)]
-    _train_and_compare(model, batches, caplog)
+    _train_and_compare(model, batches, caplog, backend)
 
 
-def test_bert_training_matches_eager(caplog):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bert_training_matches_eager(caplog, backend):
     torch.manual_seed(0)
     config = transformers.BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=2,
                                      intermediate_size=128, vocab_size=128, max_position_embeddings=64,
@@ -97,4 +120,4 @@ def test_bert_training_matches_eager(caplog):
         labels = torch.full_like(ids, -100)
         labels[:, ::3] = ids[:, ::3]
         batches.append({"input_ids": ids, "attention_mask": mask, "labels": labels})
-    _train_and_compare(model, batches, caplog)
+    _train_and_compare(model, batches, caplog, backend)

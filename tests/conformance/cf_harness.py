@@ -11,8 +11,12 @@ Python state the program exposes as `fn.state` if any. Each program also states 
 Adding a program: write a factory in the cf_<theme>.py file of its theme, decorated with
 `@program(theme, graphs=..., breaks=..., fullgraph=..., dynamic=...)`.
 
-Every program runs under two backends: "eager" (captured graphs interpreted) and "aot_eager"
-(captured graphs lowered by torchsmith.autograd_aot). The counting backend wraps the one asked for.
+Every program runs under three backends: "eager" (captured graphs run as generated Python),
+"aot_eager" (captured graphs lowered by torchsmith.autograd_aot) and "inductor" (autograd_aot, prims
+and generated C++ kernels). The counting backend wraps the one asked for and records the graphs it
+failed to compile: every graph must compile (compile_api's fallback to eager would hide a failure);
+under "inductor" the compiled code must also really run generated kernels (torchsmith.inductor's
+BACKEND_STATS), with no backward graph falling back to eager ops.
 
 Training programs (`train=True`) additionally, after each call, reduce the float tensors of the
 result to a scalar (the sum of their sums), call `.backward()` on it on both sides, and compare the
@@ -58,19 +62,50 @@ def program(theme: str, **options):
     return register
 
 
-BACKENDS = ("eager", "aot_eager")
+BACKENDS = ("eager", "aot_eager", "inductor")
 
 
 class CountingBackend:
-    """A registered backend (default "eager"), counting the graphs it is given."""
+    """A registered backend (default "eager"), counting the graphs it is given and the errors it
+    raised on them (compile_api may fall back to eager after one, which the harness must not miss)."""
 
     def __init__(self, name: str = "eager"):
+        self.name = name
         self.graphs = []
+        self.failures = []
         self.inner = torchsmith.lookup_backend(name)
 
     def __call__(self, graph, example_inputs):
         self.graphs.append(graph)
-        return self.inner(graph, example_inputs)
+        try:
+            return self.inner(graph, example_inputs)
+        except Exception as e:
+            self.failures.append(f"{type(e).__name__}: {e}")
+            raise
+
+
+def assert_no_failures(backend: CountingBackend) -> None:
+    """compile_api runs a graph eagerly when its backend raises: here that is a failure."""
+    assert not backend.failures, f"{backend.name} failed to compile a graph: {backend.failures[0][:2000]}"
+
+
+def _inductor_stats():
+    if "inductor" not in BACKENDS:
+        return None
+    from torchsmith.inductor import BACKEND_STATS
+
+    return dataclasses.replace(BACKEND_STATS)
+
+
+def check_inductor_ran(backend: CountingBackend, before) -> None:
+    """Under backend="inductor": every graph compiled, compiled code ran (generated kernels, when the
+    graphs have any: some hold only views and library calls), no backward fell back to eager ops."""
+    after = _inductor_stats()
+    if any(graph.nodes for graph in backend.graphs):  # capture may not call a graph with nothing to do
+        assert after.calls > before.calls, "no inductor-compiled graph was called"
+    if after.graphs_with_kernels > before.graphs_with_kernels:
+        assert after.kernel_calls > before.kernel_calls, "no generated kernel ran"
+    assert after.backward_fallbacks == before.backward_fallbacks, "a backward graph fell back to eager ops"
 
 
 def snapshot(x):
@@ -199,6 +234,7 @@ def check(prog: Program, backend_name: str = "eager") -> CountingBackend:
     torch.manual_seed(0)
     fn, calls = prog.make()
     backend = CountingBackend(backend_name)
+    stats_before = _inductor_stats() if backend_name == "inductor" else None
     compiled = torchsmith.compile(fn, backend=backend, fullgraph=prog.fullgraph, dynamic=prog.dynamic)
     if getattr(fn, "state", None) is not None and not isinstance(fn, torch.nn.Module):
         compiled.state = fn.state
@@ -206,6 +242,7 @@ def check(prog: Program, backend_name: str = "eager") -> CountingBackend:
         try:
             compiled(*next(c for c in calls if not callable(c)))
         except prog.compiled_raises:
+            assert_no_failures(backend)
             return backend
         raise AssertionError(f"compiled call did not raise {prog.compiled_raises.__name__}")
     torch.manual_seed(1)
@@ -221,4 +258,7 @@ def check(prog: Program, backend_name: str = "eager") -> CountingBackend:
         session = compiled.session if hasattr(compiled, "session") else compiled._session
         breaks = sum(1 for r in session.records if r.break_reason is not None)
         assert breaks == prog.breaks, f"{breaks} graph breaks, expected {prog.breaks}"
+    assert_no_failures(backend)
+    if stats_before is not None:
+        check_inductor_ran(backend, stats_before)
     return backend

@@ -1,7 +1,8 @@
 """Every conformance program, compared with eager under each backend (see cf_harness.py).
 
-Programs live in cf_*.py. Each runs under "eager" and "aot_eager"; EXPECTED_FAILURES lists the
-(program, backend) pairs known to fail, each with its reason, as strict xfails.
+Programs live in cf_*.py. Each runs under "eager", "aot_eager" and "inductor"; EXPECTED_FAILURES lists
+the (program, backend) pairs known to fail, each with its reason, as strict xfails. The inductor's C++
+builds share one cache directory per test session (tests/conftest.py), as one CI run would.
 """
 
 import pathlib

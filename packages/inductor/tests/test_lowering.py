@@ -104,13 +104,16 @@ def test_dead_buffers_are_dropped():
     assert [buf.name for buf in program.buffers] == ["neg"]
 
 
-def test_unsupported_prim_names_the_prim():
+def test_prim_without_loop_lowering_runs_as_a_listed_extern_call():
     assert torchsmith.prims  # registers the prims
     b = GraphBuilder("scan")
     x = b.input("x", TensorType.make((3, 4), F32))
     graph = b.build(b.op("prims.cumsum", x, 1))
-    with pytest.raises(LoweringError, match=r"prims\.cumsum"):
-        lower(graph)
+    program = lower(graph)
+    (call,) = program.buffers
+    assert isinstance(call, ExternCall) and call.kernel == "prims.cumsum"
+    assert [op for op, _ in program.fallbacks] == ["prims.cumsum"]
+    assert "eager fallback prims.cumsum" in str(program)
 
 
 def test_torch_level_ops_get_a_pointer_to_autograd_aot():

@@ -19,16 +19,28 @@ from torchsmith.capture import (  # noqa: E402
     Unsupported,
     allow_in_graph,
     mark_dynamic,
+    mark_static,
 )
 from torchsmith.compiler import BreakReason, ExplainOutput, compile, disable, explain, reset  # noqa: E402
-from torchsmith.errors import BackendError, TorchsmithError  # noqa: E402
+from torchsmith.dump import configure_from_environment as _configure_dump  # noqa: E402
+from torchsmith.dump import dump_ir  # noqa: E402
+from torchsmith.errors import (  # noqa: E402
+    BackendError,
+    FallbackWarning,
+    InvalidOptionError,
+    StageError,
+    TorchsmithError,
+)
 from torchsmith.logs import configure_from_environment as _configure_logs  # noqa: E402
 from torchsmith.logs import set_logs  # noqa: E402
+from torchsmith.options import MODES, OPTIONS  # noqa: E402
 
 _configure_logs()
+_configure_dump()
 
 __all__ = [
-    "BackendError", "BreakReason", "CaptureError", "ExplainOutput", "FullGraphError", "TorchsmithError",
-    "Unsupported", "__version__", "allow_in_graph", "compile", "disable", "explain", "list_backends",
-    "lookup_backend", "mark_dynamic", "register_backend", "reset", "set_logs",
+    "BackendError", "BreakReason", "CaptureError", "ExplainOutput", "FallbackWarning", "FullGraphError",
+    "InvalidOptionError", "MODES", "OPTIONS", "StageError", "TorchsmithError", "Unsupported", "__version__",
+    "allow_in_graph", "compile", "disable", "dump_ir", "explain", "list_backends", "lookup_backend",
+    "mark_dynamic", "mark_static", "register_backend", "reset", "set_logs",
 ]

@@ -2,9 +2,9 @@
 
 The callable a backend returns is called as `compiled(*inputs)` and returns the graph's outputs as
 a list or tuple. Built in: `"eager"` (the graph as generated Python, run on eager PyTorch), `"aot_eager"`
-(torchsmith.autograd_aot with interpreted forward and backward graphs) and `"inductor"` (not built
-yet: asking for it raises). Third-party packages add backends through the entry point group
-`torchsmith.backends`.
+(torchsmith.autograd_aot with forward and backward graphs run as generated Python) and `"inductor"`
+(the default: autograd_aot, prims and generated C++ kernels; torchsmith.inductor.inductor_backend).
+Third-party packages add backends through the entry point group `torchsmith.backends`.
 
     >>> import torchsmith
     >>> eager = torchsmith.lookup_backend("eager")
@@ -87,19 +87,12 @@ def _aot_eager():
 
 
 def _inductor():
-    import torchsmith.inductor as inductor
+    # torchsmith.inductor.inductor_backend: capture's graph through autograd_aot (forward and backward
+    # decomposed to prims) to generated kernels; it raises UnsupportedGraphError (stage "inductor",
+    # op, source line) for graphs it cannot compile, and compile() decides whether to fall back.
+    from torchsmith.inductor import inductor_backend
 
-    backend = getattr(inductor, "inductor_backend", None)
-    if backend is None:
-
-        def not_built(graph, example_inputs):
-            raise BackendError(
-                "backend='inductor' is not built yet; use backend='eager' or backend='aot_eager'"
-            )
-
-        not_built.not_built = True
-        return not_built
-    return backend
+    return inductor_backend
 
 
 _BACKENDS["eager"] = eager

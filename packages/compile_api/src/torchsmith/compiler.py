@@ -8,9 +8,9 @@ import torch
 
 from torchsmith.backends import resolve_backend
 from torchsmith.capture import CaptureSession, capture, reset_all
-from torchsmith.errors import BackendError, TorchsmithError
-
-MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+from torchsmith.errors import InvalidOptionError
+from torchsmith.fallback import GuardedBackend, accepts_options
+from torchsmith.options import non_default_backend_keys, resolve_options
 
 
 def compile(
@@ -23,12 +23,36 @@ def compile(
     options=None,
     disable: bool = False,
 ):
-    """Compile a function or `nn.Module` (also usable as `@torchsmith.compile(...)`).
+    """Compile a function, method or `nn.Module` (also usable as `@torchsmith.compile(...)`).
 
-    `backend` is a registered name (`"eager"`, `"aot_eager"`, `"inductor"`) or a callable
-    `backend(graph: torchsmith.ir.Graph, example_inputs: list) -> compiled`. With `fullgraph=True`
-    any graph break raises `torchsmith.FullGraphError` naming the construct and its line.
+    `backend` is a registered name (`"eager"`, `"aot_eager"`, `"inductor"`, see `list_backends()`) or a
+    callable `backend(graph: torchsmith.ir.Graph, example_inputs: list) -> compiled`. With
+    `fullgraph=True` any graph break raises `torchsmith.FullGraphError` naming the construct and its
+    line. `dynamic`: None (specialize, then make sizes that change symbolic), True (symbolic from the
+    start), False (never symbolic). `mode` (one of `torchsmith.options.MODES`) presets some
+    `options`; `options` is a dict of the keys documented in `torchsmith.options.OPTIONS` and wins
+    over the mode; backends that take an `options=` keyword receive the resolved dict. A stage failure
+    falls back to eager with one warning (`options={"fallback": "raise"}` raises `StageError`).
+    An unknown mode, option or backend raises at once, listing the valid ones.
+
+        >>> f = torchsmith.compile(lambda x: x.sin() + 1, backend="eager")  # doctest: +SKIP
+        >>> @torchsmith.compile(mode="max-autotune")  # doctest: +SKIP
+        ... def g(x): ...
     """
+    resolved = resolve_options(mode, options)
+    if dynamic not in (None, True, False):
+        raise InvalidOptionError(f"dynamic must be None, True or False, got {dynamic!r}")
+    backend_fn = resolve_backend(backend)
+    if disable:
+        return model if model is not None else (lambda fn: fn)
+    name = backend if isinstance(backend, str) else getattr(backend, "__name__", type(backend).__name__)
+    unheard = non_default_backend_keys(resolved)
+    if unheard and not accepts_options(backend_fn):
+        raise InvalidOptionError(
+            f"backend {name!r} takes no options, so {', '.join(unheard)} (from mode={mode!r} / options) "
+            "would be ignored; use a backend that declares an `options` keyword (backend='inductor'), or "
+            "drop them"
+        )
     if model is None:
         return lambda fn: compile(
             fn,
@@ -39,18 +63,18 @@ def compile(
             options=options,
             disable=disable,
         )
-    if mode is not None and options is not None:
-        raise TorchsmithError("pass either mode= or options=, not both")
-    if mode is not None and mode not in MODES:
-        raise TorchsmithError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
-    if disable:
-        return model
-    backend_fn = resolve_backend(backend)
-    if getattr(backend_fn, "not_built", False):
-        raise BackendError(
-            f"backend={backend!r} is not built yet; use backend='eager' or backend='aot_eager'"
-        )
-    return capture(model, backend_fn, fullgraph=fullgraph, dynamic=dynamic)
+    guarded = GuardedBackend(backend_fn, name, resolved, _display_name(model))
+    result = capture(model, guarded, fullgraph=fullgraph, dynamic=dynamic)
+    # TORCHSMITH_REPORT=DIR: an HTML report per compiled function (a no-op when the variable is unset)
+    from torchsmith.report import attach_from_environment
+
+    return attach_from_environment(result, fn=model, backend=backend)
+
+
+def _display_name(model) -> str:
+    if isinstance(model, torch.nn.Module):
+        return type(model).__name__
+    return getattr(model, "__qualname__", None) or getattr(model, "__name__", None) or repr(model)
 
 
 def reset() -> None:
@@ -132,7 +156,3 @@ def explain(fn):
         return out
 
     return run
-
-
-def _is_tensor(x) -> bool:
-    return isinstance(x, torch.Tensor)

@@ -214,6 +214,10 @@ def dead_code_elimination(graph: Graph) -> Graph:
     return graph.replace(nodes=tuple(reversed(kept)))
 
 
+# Non-aten nodes the trace records: small tensors made from Python data (trace._Recorder.constant).
+CONSTANT_OPS = frozenset({"torch.tensor"})
+
+
 def functionalize(graph: Graph, num_forward_outputs: int) -> tuple[Graph, tuple[int, ...]]:
     """Remove in-place ops and views' side effects from a traced ATen graph.
 
@@ -224,7 +228,7 @@ def functionalize(graph: Graph, num_forward_outputs: int) -> tuple[Graph, tuple[
     start = time.perf_counter()
     state = _Functionalizer(graph)
     for node in graph.nodes:
-        if schema_of(node.op) is None:
+        if schema_of(node.op) is None and node.op not in CONSTANT_OPS:
             raise FunctionalizationError(f"{format_node(node)}: only aten ops can be functionalized")
         state.visit(node)
     outputs = [state.read(v) for v in graph.outputs]

@@ -93,15 +93,25 @@ class _CompiledFunction(torch.autograd.Function):
         tangent_values = program.backward_graph.inputs[program.num_saved:]
         tangents = []
         for i, value in zip(program.traced.differentiable_outputs, tangent_values):
-            grad = grad_outputs[i]
-            if value.type.is_contiguous and not grad.is_contiguous():
-                grad = grad.contiguous()  # the backward was traced with the output's layout
-            tangents.append(grad)
+            tangents.append(_in_traced_layout(grad_outputs[i], value.type))
         grads = program.backward_fn(saved + tangents)(*saved, *tangents)
         result = [None] * ctx.num_inputs
         for index, grad in zip(program.traced.grad_inputs, grads):
             result[index] = grad
         return (None, *result)
+
+
+def _in_traced_layout(grad: torch.Tensor, t: TensorType) -> torch.Tensor:
+    """`grad` laid out as the backward was traced for (the output's layout): autograd hands over
+    whatever the consumer made (an expanded scalar from `.sum()`, a transposed product, ...), and
+    compiled backwards are specialized to their inputs' strides."""
+    if t.is_contiguous:
+        return grad if grad.is_contiguous() else grad.contiguous()
+    if t.free_symbols:
+        return grad  # symbolic strides: the compiled backward checks what it can
+    if all(n == 1 or a == b for n, a, b in zip(grad.shape, grad.stride(), t.strides)):
+        return grad
+    return torch.empty_strided(grad.shape, t.strides, dtype=grad.dtype, device=grad.device).copy_(grad)
 
 
 def _replay_views(chain, tensor):
@@ -135,14 +145,17 @@ def run_program(program: CompiledProgram, args) -> list:
     _check_mutated_inputs_do_not_alias(program, args)
     if program.is_training:
         results = _CompiledFunction.apply(program, *args)
-    else:
+    elif torch.is_grad_enabled():
         with torch.no_grad():
             results = list(program.forward_fn(*args))
+    else:  # entering no_grad costs more than small compiled graphs take to run
+        results = list(program.forward_fn(*args))
     num_outputs, num_mutated = program.traced.num_outputs, len(program.mutated_inputs)
-    outputs, new_values = results[:num_outputs], results[num_outputs:num_outputs + num_mutated]
-    with torch.no_grad():
-        for i, new in zip(program.mutated_inputs, new_values):
-            args[i].copy_(new)
+    outputs = results[:num_outputs]
+    if num_mutated:
+        with torch.no_grad():
+            for i, new in zip(program.mutated_inputs, results[num_outputs:num_outputs + num_mutated]):
+                args[i].copy_(new)
     user_outputs = []
     for spec in program.traced.output_specs:
         if spec.kind == "constant":
@@ -154,14 +167,18 @@ def run_program(program: CompiledProgram, args) -> list:
 
 
 def compile_program(graph: Graph, example_inputs, fw_compiler: Compiler, bw_compiler: Compiler, *,
-                    training: bool, decompose: Callable[[Graph], Graph] | None = None) -> CompiledProgram:
+                    training: bool, decompose: Callable[[Graph], Graph] | None = None,
+                    check_backward: Callable[[Graph], None] | None = None) -> CompiledProgram:
     """Lower `graph` for these inputs (symbolically when its input types have size symbols) and
-    compile the forward; the backward is compiled on first use."""
+    compile the forward; the backward is compiled on first use, after `check_backward(backward)`
+    ran now (a compiler's chance to refuse it while the caller can still run something else)."""
     lowered = None
     if input_symbols(graph):
         lowered = lower_symbolic(graph, list(example_inputs), training=training, decompose=decompose)
     if lowered is None:
         lowered = lower(graph, list(example_inputs), training=training, decompose=decompose)
+    if check_backward is not None and lowered.backward is not None:
+        check_backward(lowered.backward)
     forward_fn = fw_compiler(lowered.forward, list(example_inputs))
     return CompiledProgram(
         lowered.traced, lowered.mutated_inputs, lowered.forward, forward_fn, lowered.backward, bw_compiler,
@@ -211,7 +228,7 @@ def _signature(args) -> tuple:
     key = [torch.is_grad_enabled()]
     for x in args:
         if isinstance(x, torch.Tensor):
-            key.append((tuple(x.shape), x.stride(), x.dtype, x.device, x.requires_grad))
+            key.append((x.shape, x.stride(), x.dtype, x.device, x.requires_grad))  # torch.Size hashes
         else:
             key.append((type(x), x))
     return tuple(key)
@@ -220,9 +237,11 @@ def _signature(args) -> tuple:
 class AotFunction:
     """The callable `aot_compile` returns: one compiled program per input signature."""
 
-    def __init__(self, graph: Graph, fw_compiler: Compiler, bw_compiler: Compiler, decompose=None):
+    def __init__(self, graph: Graph, fw_compiler: Compiler, bw_compiler: Compiler, decompose=None,
+                 check_backward=None):
         self.graph = graph
         self.fw_compiler, self.bw_compiler, self.decompose = fw_compiler, bw_compiler, decompose
+        self.check_backward = check_backward
         self.programs: dict[tuple, CompiledProgram] = {}
         self.symbolic: list[CompiledProgram] = []  # programs valid for many sizes
         self.last_program: CompiledProgram | None = None
@@ -238,7 +257,8 @@ class AotFunction:
                 isinstance(x, torch.Tensor) and x.requires_grad for x in args
             )
             program = compile_program(self.graph, args, self.fw_compiler, self.bw_compiler,
-                                      training=training, decompose=self.decompose)
+                                      training=training, decompose=self.decompose,
+                                      check_backward=self.check_backward)
             self.programs[key] = program
             if any(v.type.free_symbols for v in program.forward_graph.inputs):
                 self.symbolic.append(program)
@@ -250,7 +270,8 @@ class AotFunction:
 
 
 def aot_compile(graph: Graph, example_inputs, fw_compiler: Compiler, bw_compiler: Compiler | None = None, *,
-                decompose: Callable[[Graph], Graph] | None = None) -> AotFunction:
+                decompose: Callable[[Graph], Graph] | None = None,
+                check_backward: Callable[[Graph], None] | None = None) -> AotFunction:
     """Compile a torch-level graph ahead of time for forward and backward.
 
     `fw_compiler(graph, example_inputs) -> callable` compiles the forward (or inference) ATen
@@ -260,7 +281,7 @@ def aot_compile(graph: Graph, example_inputs, fw_compiler: Compiler, bw_compiler
         >>> fn = aot_compile(graph, [x, w], interpreter_compiler, interpreter_compiler)  # doctest: +SKIP
         >>> (y,) = fn(x, w); y.sum().backward()  # doctest: +SKIP
     """
-    function = AotFunction(graph, fw_compiler, bw_compiler or fw_compiler, decompose)
+    function = AotFunction(graph, fw_compiler, bw_compiler or fw_compiler, decompose, check_backward)
     function.program_for(list(example_inputs))
     return function
 

@@ -25,7 +25,7 @@ import sympy
 import torch
 
 from torchsmith.autograd_aot.errors import AotAutogradError
-from torchsmith.autograd_aot.pipeline import Lowered, lower
+from torchsmith.autograd_aot.pipeline import Lowered, emit_graphs, lower
 from torchsmith.autograd_aot.trace import OutputSpec
 from torchsmith.ir import ArgList, Graph, Node, Slice, SymIntType, TensorType, Value, evaluate, symbol
 from torchsmith.ir.interpreter import bind_symbols
@@ -204,7 +204,8 @@ def _pass_symbols_to_backward(lowered: Lowered, symbols: dict[str, tuple[int, in
     forward = forward.replace(nodes=tuple(nodes), outputs=forward.outputs + tuple(saved))
     backward = backward.replace(inputs=backward.inputs[:split] + tuple(saved) + backward.inputs[split:])
     num_saved = split + len(saved)
-    return Lowered(lowered.traced, lowered.mutated_inputs, forward, backward, num_saved, lowered.report)
+    return Lowered(lowered.traced, lowered.mutated_inputs, forward, backward, num_saved, lowered.report,
+                   functional=lowered.functional, decomposed=lowered.decomposed)
 
 
 def lower_symbolic(graph: Graph, example_inputs, *, training: bool, decompose=None) -> Lowered | None:
@@ -228,11 +229,12 @@ def lower_symbolic(graph: Graph, example_inputs, *, training: bool, decompose=No
             return None  # the trace at other sizes would not see the example's layout
     device = next((str(x.device) for x in example_inputs if isinstance(x, torch.Tensor)), "cpu")
     try:
-        first = lower(graph, example_inputs, training=training, decompose=decompose)
+        first = lower(graph, example_inputs, training=training, decompose=decompose, emit_events=False)
         saved = [v.name for v in first.forward.outputs[len(first.forward.outputs) - first.num_saved:]]
         others = [
             lower(graph, _hint_inputs(graph, example_inputs, hint), training=training, decompose=decompose,
-                  device=device, saved_names=saved if first.backward is not None else None)
+                  device=device, saved_names=saved if first.backward is not None else None,
+                  emit_events=False)
             for hint in hints[1:]
         ]
         fitter = _Fitter(hints)
@@ -250,6 +252,9 @@ def lower_symbolic(graph: Graph, example_inputs, *, training: bool, decompose=No
         first.traced.graph, first.traced.num_inputs, first.traced.num_outputs, specs,
         first.traced.differentiable_outputs, first.traced.grad_inputs,
     )
-    lowered = Lowered(traced, first.mutated_inputs, forward, backward, first.num_saved, first.report)
-    return _pass_symbols_to_backward(lowered, symbols)
+    lowered = Lowered(traced, first.mutated_inputs, forward, backward, first.num_saved, first.report,
+                      functional=first.functional, decomposed=first.decomposed)
+    lowered = _pass_symbols_to_backward(lowered, symbols)
+    emit_graphs(lowered)  # the hint-size lowerings above stayed quiet: observers see the merged graphs
+    return lowered
 

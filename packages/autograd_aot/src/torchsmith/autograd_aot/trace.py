@@ -20,9 +20,10 @@ from torchsmith.autograd_aot.errors import TraceError
 from torchsmith.autograd_aot.views import track_aliases
 from torchsmith.ir import Graph, Node, ScalarType, SymIntType, TensorType, Value, op_name_of, type_of
 from torchsmith.ir.builder import name_hint
-from torchsmith.ir.graph import freeze_arg
+from torchsmith.ir.graph import ArgList, freeze_arg
 from torchsmith.ir.interpreter import bind_symbols, run_node
 from torchsmith.ir.text import format_node
+from torchsmith.ir.torch_startup import defer_dynamo_import
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +91,7 @@ class _Recorder(TorchDispatchMode):
         self.by_name: dict[str, Value] = {}
         self.source: str | None = None  # the user's file:line, copied onto recorded nodes
         self.where: str | None = None   # the torch-level node being traced, for error messages
+        self.meta_twins: dict[int, torch.Tensor] = {}  # id of a constant's data -> its meta tensor
 
     def bind(self, tensor: torch.Tensor, value: Value) -> None:
         # The tensors dict keeps every traced tensor alive, so an id() is never reused.
@@ -112,12 +114,34 @@ class _Recorder(TorchDispatchMode):
 
     def value_of(self, tensor: torch.Tensor, op: str) -> Value:
         value = self.values.get(id(tensor))
+        if value is None and tensor.device.type != "meta" and tensor.numel() <= MAX_CONSTANT_ELEMENTS:
+            value = self.constant(tensor)
         if value is None:
             raise TraceError(
                 f"{op} received a tensor that no traced op produced (a tensor constant or global "
                 f"captured by the program?){self._where()}; pass tensors as graph inputs"
             )
         return value
+
+    def constant(self, tensor: torch.Tensor) -> Value:
+        """Record a small tensor made from Python data inside a torch function (`torch.tensor([..])`,
+        a list index) as a `torch.tensor(data)` node, so the graph rebuilds it on its own device."""
+        value = Value(self.names.fresh("constant"), self.type_of(tensor.detach()))
+        node = Node("torch.tensor", (freeze_arg(tensor.tolist()),),
+                    (("dtype", tensor.dtype), ("device", torch.device(self.device))), (value,), self.source)
+        self.nodes.append(node)
+        self.bind(tensor, value)
+        # Ops run on meta tensors: the meta twin stands in for the data in every later call.
+        self.meta_twins[id(tensor)] = tensor.detach().to("meta")
+        return value
+
+    def _on_meta(self, arg):
+        if isinstance(arg, torch.Tensor):
+            return self.meta_twins.get(id(arg), arg)
+        if isinstance(arg, (list, tuple)):
+            items = [self._on_meta(a) for a in arg]
+            return items if isinstance(arg, list) else tuple(items)
+        return arg
 
     def _where(self) -> str:
         return f" while tracing {self.where}" if self.where else ""
@@ -144,6 +168,8 @@ class _Recorder(TorchDispatchMode):
             ir_kwargs["device"] = torch.device(self.device if torch.device(kwargs["device"]).type == "meta"
                                                else kwargs["device"])
             kwargs["device"] = torch.device("meta")
+        if self.meta_twins:
+            args, kwargs = self._on_meta(args), {k: self._on_meta(v) for k, v in kwargs.items()}
         result = func(*args, **kwargs)
         results = list(result) if isinstance(result, (list, tuple)) else [result]
         hint = name_hint(op)
@@ -168,6 +194,46 @@ class _Recorder(TorchDispatchMode):
         return result
 
 
+# Tensors made from Python data up to this size become `torch.tensor(data)` nodes; larger ones must be
+# graph inputs (DESIGN: tensor constants are not inline blobs).
+MAX_CONSTANT_ELEMENTS = 4096
+_INDEXING_OPS = frozenset({"torch.Tensor.__getitem__", "torch.Tensor.__setitem__"})
+
+
+# its __torch_dispatch__ is wrapped by torch._disable_dynamo, whose first call imports dynamo
+defer_dynamo_import(_Recorder.__torch_dispatch__)
+
+
+def _is_index_list(arg) -> bool:
+    if not isinstance(arg, list) or not arg:
+        return False
+    return all(_is_index_list(a) or (type(a) in (int, bool)) for a in arg)
+
+
+def _lift_index_lists(node: Node, env: dict) -> Node:
+    """`x[:, [0, 2]]` with the list as a real (CPU) int tensor: torch would turn it into a meta tensor,
+    losing the numbers; as data it is recorded as a `torch.tensor` constant the graph rebuilds."""
+    if node.op not in _INDEXING_OPS or len(node.args) < 2:
+        return node
+    index = node.args[1]
+    parts = index if isinstance(index, tuple) and not isinstance(index, ArgList) else (index,)
+    if not any(isinstance(p, ArgList) and _is_index_list(_plain(p)) for p in parts):
+        return node
+    lifted = []
+    for k, part in enumerate(parts):
+        if isinstance(part, ArgList) and _is_index_list(_plain(part)):
+            name = f"__index_list_{id(node)}_{k}"
+            env[name] = torch.tensor(_plain(part))
+            part = Value(name, TensorType.of(env[name]))
+        lifted.append(part)
+    new_index = tuple(lifted) if parts is index else lifted[0]
+    return Node(node.op, (node.args[0], new_index, *node.args[2:]), node.kwargs, node.outputs, node.source)
+
+
+def _plain(arg):
+    return [_plain(a) for a in arg] if isinstance(arg, ArgList) else arg
+
+
 def _meta_like(x: torch.Tensor, requires_grad: bool) -> torch.Tensor:
     meta = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
     return meta.requires_grad_(requires_grad)
@@ -185,7 +251,7 @@ def _run_torch_graph(graph: Graph, env: dict, bindings: dict, recorder: _Recorde
         recorder.source = node.source
         recorder.where = format_node(node)
         try:
-            result = run_node(node, env, bindings)
+            result = run_node(_lift_index_lists(node, env), env, bindings)
         except TraceError:
             raise
         except Exception as e:

@@ -10,6 +10,7 @@ from torchsmith.capture.api import (
     allow_in_graph,
     capture,
     mark_dynamic,
+    mark_static,
     reset_all,
 )
 from torchsmith.capture.dispatch import RECOMPILE_LIMIT, CaptureRecord, CaptureSession
@@ -38,6 +39,7 @@ __all__ = [
     "allow_in_graph",
     "capture",
     "mark_dynamic",
+    "mark_static",
     "normalize",
     "reset_all",
 ]

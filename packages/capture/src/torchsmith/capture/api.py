@@ -52,8 +52,9 @@ class CapturedModule(torch.nn.Module):
     parameters, buffers, `state_dict` keys, attributes, `train()`/`eval()`."""
 
     def __init__(self, module: torch.nn.Module, session: CaptureSession):
+        object.__setattr__(self, "_orig_mod", module)  # first: nn.Module.__init__ sets `training`
         super().__init__()
-        object.__setattr__(self, "_orig_mod", module)
+        object.__setattr__(self, "_wrapper_ready", True)
         object.__setattr__(self, "_session", session)
         object.__setattr__(self, "_custom_call", None)
         if type(module).__call__ is not torch.nn.Module.__call__:  # the module defines its own __call__
@@ -142,6 +143,33 @@ class CapturedModule(torch.nn.Module):
     def named_children(self):
         return self._orig_mod.named_children()
 
+    # `training` is the original's flag: nn.Module.__init__ writes it on the wrapper, which must not
+    # shadow (or reset) the original's.
+    @property
+    def training(self) -> bool:
+        return self._orig_mod.training
+
+    @training.setter
+    def training(self, mode: bool) -> None:
+        if self.__dict__.get("_wrapper_ready"):  # not while nn.Module.__init__ runs
+            self._orig_mod.training = mode
+
+    def _apply(self, fn, *args, **kwargs):
+        # .to()/.double()/.cuda() reach the original's own parameters, not only its children's
+        self._orig_mod._apply(fn, *args, **kwargs)
+        return self
+
+    def apply(self, fn):
+        self._orig_mod.apply(fn)
+        return self
+
+    def get_submodule(self, target: str):
+        return self._orig_mod.get_submodule(target)
+
+    def requires_grad_(self, requires_grad: bool = True):
+        self._orig_mod.requires_grad_(requires_grad)
+        return self
+
     def train(self, mode: bool = True):
         self._orig_mod.train(mode)
         return self
@@ -196,6 +224,19 @@ def mark_dynamic(tensor: torch.Tensor, dim) -> None:
     marked = set(getattr(tensor, "_torchsmith_dynamic_dims", ()))
     marked.update(d % tensor.dim() for d in dims)
     tensor._torchsmith_dynamic_dims = marked
+
+
+def mark_static(tensor: torch.Tensor, dim) -> None:
+    """Never make `dim` (an int or a list of ints) of `tensor` symbolic: not under `dynamic=True`,
+    not by automatic dynamic after its size changes (a size change recompiles instead), and not by
+    `mark_dynamic` (static wins)."""
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    for d in dims:
+        if not -tensor.dim() <= d < tensor.dim():
+            raise CaptureError(f"mark_static: dim {d} is out of range for a {tensor.dim()}-d tensor")
+    marked = set(getattr(tensor, "_torchsmith_static_dims", ()))
+    marked.update(d % tensor.dim() for d in dims)
+    tensor._torchsmith_static_dims = marked
 
 
 def reset_all() -> None:

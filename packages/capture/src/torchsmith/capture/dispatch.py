@@ -18,6 +18,7 @@ import torch
 from torchsmith.capture.errors import CaptureError, FullGraphError, RecompileLimitError, Unsupported
 from torchsmith.capture.output import Codegen, compile_run
 from torchsmith.capture.tracer import Tracer
+from torchsmith.ir.events import emit
 
 log = logging.getLogger("torchsmith.capture")
 recompile_log = logging.getLogger("torchsmith.capture.recompiles")
@@ -27,6 +28,15 @@ code_log = logging.getLogger("torchsmith.capture.output_code")
 guard_log = logging.getLogger("torchsmith.capture.guards")
 
 RECOMPILE_LIMIT = 8
+
+
+class _BackendFailed(Exception):
+    """Carries a backend's exception past `capture`'s internal-error handler: a backend failing is
+    not a capture bug, and the caller (compile_api) reports or falls back on it itself."""
+
+    def __init__(self, error: Exception):
+        super().__init__(str(error))
+        self.error = error
 
 
 @dataclass
@@ -121,6 +131,8 @@ class CaptureSession:
         """Capture one entry; None when the code must run eagerly (and remember that)."""
         try:
             return self._capture(code, globals_, closure, L)
+        except _BackendFailed as failed:
+            raise failed.error from failed.error.__cause__
         except (CaptureError, RecursionError):
             raise
         except Exception as e:
@@ -128,7 +140,8 @@ class CaptureSession:
             if self.fullgraph:
                 raise CaptureError(
                     f"internal error while capturing {code.co_qualname} ({code.co_filename}:"
-                    f"{code.co_firstlineno}): {type(e).__name__}: {e}"
+                    f"{code.co_firstlineno}): {type(e).__name__}: {e}. Compile with fullgraph=False to run "
+                    "it eagerly (and please report the bug)"
                 ) from e
             log.warning("internal error while capturing %s; it runs eagerly", code.co_qualname, exc_info=True)
             self.caches[code].eager_reason = f"internal error: {type(e).__name__}: {e}"
@@ -153,14 +166,23 @@ class CaptureSession:
                     )
                 )
                 break_log.info("%s runs eagerly: %s", code.co_qualname, first)
+                emit("capture", "break", reason=str(first.reason), filename=first.filename, line=first.line)
                 return None
         tracer.finish_guards()
         self.caches[code].seen_sizes.update(tracer.tensor_sizes)
         guard = tracer.guards.compile()
         compiled = None
+        seconds = time.perf_counter() - start
+        emit("capture", "time", step="capture", seconds=seconds)
         if output.graph is not None:
             graph_log.info("captured graph:\n%s", output.graph)
-            compiled = self.backend(output.graph, output.example_inputs)
+            emit("capture", "graph", graph=output.graph, code_name=code.co_qualname,
+                 filename=code.co_filename, first_line=code.co_firstlineno,
+                 guards=list(tracer.guards.exprs), seconds=seconds)
+            try:
+                compiled = self.backend(output.graph, output.example_inputs)
+            except Exception as e:
+                raise _BackendFailed(e) from None
         code_log.info("generated code:\n%s", output.source)
         guard_log.info("guards of %s:\n%s", code.co_qualname, tracer.guards.source_text())
         run = compile_run(output, compiled, self.call_captured)
@@ -192,15 +214,22 @@ class CaptureSession:
             first.reason = f"{first.reason}; the function runs eagerly: it cannot resume there ({e.reason})"
             return None, None
         break_log.info("graph break in %s: %s", code.co_qualname, first)
+        emit("capture", "break", reason=str(first.reason), filename=first.filename, line=first.line)
         return output, tracer
 
     def dynamic_policy(self, code):
         """`(source, tensor) -> dims to make symbolic`: marked dims (`mark_dynamic`), every dim of
         non-parameters under `dynamic=True`, none under `dynamic=False`, and otherwise the dims whose
-        size changed since an earlier capture of this code (automatic dynamic)."""
+        size changed since an earlier capture of this code (automatic dynamic). Dims marked with
+        `mark_static` are never symbolic."""
         cache = self.caches[code]
 
         def dims(source: str, tensor: torch.Tensor) -> set:
+            static = getattr(tensor, "_torchsmith_static_dims", None)
+            chosen = symbolic_dims(source, tensor)
+            return chosen - static if static else chosen
+
+        def symbolic_dims(source: str, tensor: torch.Tensor) -> set:
             if self.dynamic is False:
                 return set()
             result = set(getattr(tensor, "_torchsmith_dynamic_dims", ()))

@@ -4,13 +4,15 @@ kernels for the CPU and Triton kernels for the GPU, cached on disk by source has
     compiled = torchsmith.inductor.compile_graph(graph, example_inputs)
     outputs = compiled(*inputs)          # == torchsmith.ir.interpret(graph, *inputs)
 
-The custom-backend form is `torchsmith.inductor.compile_fx.inductor_backend`. It is deliberately not
-exported here yet: compile_api enables `backend="inductor"` when this package exports
-`inductor_backend`, which waits until autograd_aot feeds it aten graphs (capture's graphs are
-`torch.*`, which this package does not lower).
+`inductor_backend(graph, example_inputs)` (backend.py) is `backend="inductor"`: it takes capture's
+`torch.*` graph through torchsmith.autograd_aot (forward and backward, decomposed to prims) to this
+package's kernels, and raises `UnsupportedGraphError` (stage, op, source line) for what it cannot
+compile. `register_device_compiler` is where a device's code generator plugs in.
 """
 
 from torchsmith.inductor.__about__ import __version__
+from torchsmith.inductor.backend import STATS as BACKEND_STATS
+from torchsmith.inductor.backend import inductor_backend, register_device_compiler
 from torchsmith.inductor.compile_fx import compile_graph, to_prims
 from torchsmith.inductor.cpp_build import STATS as BUILD_STATS
 from torchsmith.inductor.cpp_build import load_library
@@ -21,12 +23,14 @@ from torchsmith.inductor.errors import (
     InductorError,
     LoweringError,
     RuntimeCallError,
+    UnsupportedGraphError,
 )
 from torchsmith.inductor.loop_ir import LoopProgram, format_program
 from torchsmith.inductor.lower import LOWERINGS, lower, register_lowering
 from torchsmith.inductor.wrapper import CompiledGraph
 
 __all__ = [
+    "BACKEND_STATS",
     "BUILD_STATS",
     "LOWERINGS",
     "BuildError",
@@ -36,12 +40,24 @@ __all__ = [
     "LoopProgram",
     "LoweringError",
     "RuntimeCallError",
+    "UnsupportedGraphError",
     "__version__",
     "compile_graph",
     "format_program",
     "generate_cpp",
+    "inductor_backend",
     "load_library",
     "lower",
+    "register_device_compiler",
     "register_lowering",
     "to_prims",
 ]
+
+
+def __getattr__(name: str):
+    # The Triton entry point loads on first use, so that importing this package never imports triton.
+    if name == "compile_graph_triton":
+        from torchsmith.inductor.triton_graph import compile_graph_triton
+
+        return compile_graph_triton
+    raise AttributeError(f"module 'torchsmith.inductor' has no attribute {name!r}")

@@ -1,9 +1,20 @@
-"""The entry points: `compile_graph` (an `aten.*` or `prims.*` graph -> a callable running generated
-C++) and `inductor_backend`, the same with the custom-backend signature.
+"""The entry point of the C++ path: `compile_graph` (an `aten.*` or `prims.*` graph -> a callable
+running generated C++). `backend="inductor"` (backend.py) reaches it through autograd_aot.
 
 The pipeline, one step per line::
 
-    decompose (aten -> prims)  ->  lower (prims -> loop IR)  ->  generate_cpp  ->  load_library  ->  wrap
+    decompose        aten -> prims (prims graphs pass through)
+    lower            prims -> loop IR, one buffer per node (bias + mm   lower.lower
+                     as one addmm extern call)
+    inline           cheap pointwise producers into their consumers     inline.inline_pointwise
+    schedule         buffers -> kernel groups (vertical, horizontal)    scheduler.schedule
+    plan memory      storage reuse, in place where possible             memory_plan.plan_memory
+    codegen          one C++ translation unit                           cpp_codegen.generate_cpp
+    build            compile and load (disk cache)                      cpp_build.load_library
+    wrap             the Python caller                                  wrapper.CompiledGraph
+
+Each step's seconds go into `CompiledGraph.timings` and an `inductor/time` event; the loop IR, the
+fusion decisions and the C++ are `inductor/loops`, `inductor/fusion` and `inductor/code` events.
 """
 
 import logging
@@ -12,53 +23,97 @@ import time
 from torchsmith.inductor.cpp_build import load_library
 from torchsmith.inductor.cpp_codegen import generate_cpp
 from torchsmith.inductor.errors import LoweringError
+from torchsmith.inductor.inline import inline_pointwise
 from torchsmith.inductor.lower import lower
+from torchsmith.inductor.memory_plan import describe, plan_memory
+from torchsmith.inductor.scheduler import schedule
 from torchsmith.inductor.wrapper import CompiledGraph
 from torchsmith.ir import Graph
+from torchsmith.ir.events import emit
 
 # `TORCHSMITH_LOGS=output_code` (compile_api's logs) shows the loop IR and the C++ of each graph.
 code_log = logging.getLogger("torchsmith.inductor.output_code")
 
 
 def to_prims(graph: Graph) -> Graph:
-    """`graph` with every aten op decomposed to prims (prims graphs pass through)."""
+    """`graph` with every aten op decomposed to prims (prims graphs pass through). Ops with no
+    decomposition stay whole: the lowering runs them as extern calls (eager fallback)."""
     if all(node.op.startswith("prims.") for node in graph.nodes):
         return graph
     import torchsmith.prims
 
-    return torchsmith.prims.decompose(graph)
+    return torchsmith.prims.decompose(graph, on_missing="keep")
 
 
-def compile_graph(graph: Graph, example_inputs=None) -> CompiledGraph:
+class _Timer:
+    """Times the steps of one compile into `timings` and emits an `inductor/time` event per step."""
+
+    def __init__(self, timings: dict[str, float]):
+        self.timings = timings
+
+    def __call__(self, step: str, fn, *args):
+        start = time.perf_counter()
+        result = fn(*args)
+        seconds = time.perf_counter() - start
+        self.timings[step] = seconds
+        emit("inductor", "time", step=step, seconds=seconds)
+        return result
+
+
+def compile_graph(graph: Graph, example_inputs=None, options: dict | None = None) -> CompiledGraph:
     """Compile `graph` for the CPU; the result, called with the graph's inputs, returns the same
-    list of outputs as `torchsmith.ir.interpret(graph, *inputs)`.
+    list of outputs as `torchsmith.ir.interpret(graph, *inputs)`. `options` is compile_api's
+    options dict; the C++ path reads `"cpp.threads"` (OpenMP threads of its kernels, None: OpenMP's
+    default).
 
     >>> fn = compile_graph(graph, [x])   # doctest: +SKIP
     >>> fn(x)                            # doctest: +SKIP
     """
-    timings = {}
-    start = time.perf_counter()
-    prims_graph = to_prims(graph)
-    timings["decompose"] = time.perf_counter() - start
+    timings: dict[str, float] = {}
+    timed = _Timer(timings)
+    prims_graph = timed("decompose", to_prims, graph)
     devices = {v.type.device for v in prims_graph.values() if hasattr(v.type, "device")}
     if devices - {"cpu"}:
         raise LoweringError(
             f"graph {graph.name} uses devices {sorted(devices)}; the C++ backend runs on cpu only"
         )
-    start = time.perf_counter()
-    program = lower(prims_graph)
-    timings["lower"] = time.perf_counter() - start
-    start = time.perf_counter()
-    source, kernels = generate_cpp(program)
-    timings["codegen"] = time.perf_counter() - start
-    start = time.perf_counter()
-    library = load_library(source)
-    timings["build"] = time.perf_counter() - start
+    # addmm=True: a bias add after a matmul runs inside torch.addmm (Triton fuses it its own way).
+    lowered = timed("lower", lambda g: lower(g, addmm=True), prims_graph)
+    program, inlined = timed("inline", inline_pointwise, lowered)
+    emit("inductor", "loops", name=graph.name, program=program)
+    plan = timed("schedule", schedule, program)
+    decisions = (*inlined, *plan.decisions)
+    emit("inductor", "fusion", name=graph.name, decisions=decisions)
+    memory = timed("plan memory", plan_memory, program, list(plan.steps))
+    source, kernels = timed("codegen", generate_cpp, program, plan.groups)
+    emit("inductor", "code", name=graph.name, language="c++", source=source)
+    # A graph of extern calls only has no kernel to build: skip the compiler process.
+    library = timed("build", load_library, source) if kernels else None
     if code_log.isEnabledFor(logging.INFO):
-        code_log.info("loop IR of %s:\n%s\n\nC++ of %s:\n%s", graph.name, program, graph.name, source)
-    return CompiledGraph(program, library, kernels, source, prims_graph, timings)
+        code_log.info("%s", format_output_code(graph.name, lowered, program, plan, memory, source))
+    return CompiledGraph(
+        program, library, kernels, source, prims_graph, timings,
+        steps=list(plan.steps), memory_plan=memory, decisions=decisions,
+        threads=(options or {}).get("cpp.threads"),
+    )  # fmt: skip
 
 
-def inductor_backend(graph: Graph, example_inputs) -> CompiledGraph:
-    """The custom-backend form (`backend(graph, example_inputs) -> callable`), for inference graphs."""
-    return compile_graph(graph, example_inputs)
+def format_output_code(name: str, lowered, program, plan, memory, source: str) -> str:
+    """The `output_code` log of one graph: loop IR before and after inlining, the kernels with the
+    IR node each fused buffer came from, the memory plan, then the C++."""
+    lines = [f"===== graph {name}: loop IR =====", str(lowered)]
+    if program != lowered:
+        lines += [f"===== graph {name}: loop IR after inlining =====", str(program)]
+    lines.append(f"===== graph {name}: {len(plan.groups)} kernels, {len(plan.steps)} steps =====")
+    kernel = 0
+    for step in plan.steps:
+        if hasattr(step[0], "kernel"):
+            lines.append(f"extern {step[0].name} = {step[0].kernel}  # {step[0].origin}")
+            continue
+        lines.append(f"kernel{kernel}:")
+        kernel += 1
+        lines += [f"  {b.name:<20} # {b.origin or '?'}" for b in step]
+    lines.append(f"===== graph {name}: memory plan: {describe(memory)} =====")
+    lines += [str(a) for a in memory.allocations if a.donor is not None]
+    lines += [f"===== graph {name}: C++ =====", source]
+    return "\n".join(lines)

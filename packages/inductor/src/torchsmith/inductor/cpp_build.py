@@ -17,7 +17,11 @@ from pathlib import Path
 from torchsmith.inductor.errors import BuildError
 from torchsmith.inductor.vector_math import link_flags
 
-CXX_FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17", "-fno-math-errno")
+# -O2, not -O3: every hot loop we emit carries `#pragma omp simd`, which GCC vectorizes at -O2 too;
+# -O3 only adds vectorized epilogues and versioned copies. Measured on a 1-layer GPT-2 graph's
+# translation unit (16 kernels, g++ 12): 0.38 s of compiler CPU at -O2 vs 0.49 s at -O3, while the
+# softmax and GELU kernels ran within 3% of their -O3 speed.
+CXX_FLAGS = ("-O2", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17", "-fno-math-errno")
 
 
 @dataclass
@@ -85,20 +89,83 @@ def load_library(source: str, flags: tuple[str, ...] = CXX_FLAGS) -> ctypes.CDLL
     return _LOADED[key]
 
 
+# generate_cpp writes this line before each kernel of a translation unit whose kernels are
+# independent (the part before the first one, prelude and declarations, is all that they share), so
+# a big unit can be compiled in parts, one compiler process per core, and linked into one library.
+KERNEL_MARK = "// @torchsmith-kernel"
+# Split a unit in parts only from this many kernels up: each part parses the prelude again and the
+# link step costs a process, ~0.05 s together.
+SPLIT_FROM_KERNELS = 8
+
+
+def compile_jobs() -> int:
+    """How many compiler processes one build may run at once: `$TORCHSMITH_COMPILE_JOBS`, else the
+    CPUs this process may use (at most 4)."""
+    if os.environ.get("TORCHSMITH_COMPILE_JOBS"):
+        return max(1, int(os.environ["TORCHSMITH_COMPILE_JOBS"]))
+    try:
+        return min(len(os.sched_getaffinity(0)), 4)
+    except AttributeError:  # not Linux
+        return min(os.cpu_count() or 1, 4)
+
+
+def split_source(source: str, jobs: int) -> list[str]:
+    """`source` as up to `jobs` translation units that together define the same functions: the
+    shared head plus a share of the kernels each (balanced by length); `[source]` when unmarked or small."""
+    head, *kernels = source.split(KERNEL_MARK + "\n")
+    if jobs < 2 or len(kernels) < SPLIT_FROM_KERNELS:
+        return [source]
+    parts: list[list[str]] = [[] for _ in range(jobs)]
+    sizes = [0] * jobs
+    for kernel in sorted(kernels, key=len, reverse=True):
+        k = sizes.index(min(sizes))
+        parts[k].append(kernel)
+        sizes[k] += len(kernel)
+    return [head + "".join(p) for p in parts if p]
+
+
+def _run(command: list[str]) -> subprocess.Popen:
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _check(process: subprocess.Popen, command: list[str], cpp: Path) -> None:
+    _, stderr = process.communicate()
+    if process.returncode != 0:
+        raise BuildError(
+            f"C++ compilation failed ({' '.join(command)}); source kept at {cpp}:\n{stderr[-4000:]}"
+        )
+
+
 def _compile(source: str, flags: tuple[str, ...], directory: Path, key: str) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     cpp = directory / f"{key}.cpp"
     cpp.write_text(source)  # kept beside the library so a user can read what was built
     fd, tmp = tempfile.mkstemp(suffix=".so", prefix=f"{key}.", dir=directory)
     os.close(fd)
-    command = [compiler(), *flags, str(cpp), "-o", tmp, *link_flags()]
+    parts = split_source(source, compile_jobs())
     try:
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise BuildError(
-                f"C++ compilation failed ({' '.join(command)}); source kept at {cpp}:\n{done.stderr[-4000:]}"
-            )
+        if len(parts) == 1:
+            command = [compiler(), *flags, str(cpp), "-o", tmp, *link_flags()]
+            _check(_run(command), command, cpp)
+        else:
+            _compile_parts(parts, flags, cpp, tmp)
         os.replace(tmp, directory / f"{key}.so")
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _compile_parts(parts: list[str], flags: tuple[str, ...], cpp: Path, output: str) -> None:
+    """Compile `parts` to objects concurrently, then link them into the library `output`."""
+    with tempfile.TemporaryDirectory(dir=cpp.parent) as work:
+        running, objects = [], []
+        for k, part in enumerate(parts):
+            part_cpp, obj = Path(work) / f"part{k}.cpp", Path(work) / f"part{k}.o"
+            part_cpp.write_text(part)
+            command = [compiler(), *(f for f in flags if f != "-shared"), "-c", str(part_cpp), "-o", str(obj)]
+            running.append((_run(command), command))
+            objects.append(str(obj))
+        for process, command in running:
+            _check(process, command, cpp)
+        command = [compiler(), *flags, *objects, "-o", output, *link_flags()]
+        _check(_run(command), command, cpp)

@@ -1,188 +1,38 @@
 """C++ code generation: a `LoopProgram` -> one translation unit with one `extern "C"` function per
 kernel.
 
-A kernel is a group of buffers that share one outer (pointwise) iteration space; today every group
-holds one buffer, and the scheduler will hand over fused groups. The loop nest is emitted once per
-group; inside it each buffer emits its own body (reductions as an inner loop with an accumulator),
-so fusing pointwise and reduction buffers only changes the grouping, not this emitter.
+A kernel is a group of buffers that share one outer (pointwise) iteration space (the scheduler hands
+over fused groups; by default every buffer is its own group, except a welford mean/M2 pair, which
+is computed together). The loop nest is emitted once per group; inside it each buffer emits its own
+body (a reduction as chunked inner loops, `cpp_reductions`), so fusing pointwise and reduction buffers
+only changes the grouping, not this emitter. Element expressions print through `cpp_expr`, dtypes
+through `cpp_types` (16-bit floats are stored as 16 bits and computed in float).
 """
 
-import math
 from dataclasses import dataclass
 
 import sympy
-import torch
 
-from torchsmith.inductor import vector_math
+from torchsmith.inductor import cpp_indirect, vector_math
+from torchsmith.inductor.cpp_build import KERNEL_MARK
+from torchsmith.inductor.cpp_column_reduction import emit_column_kernel, is_column_reduction
+from torchsmith.inductor.cpp_expr import BodyWriter, cpp_index
+from torchsmith.inductor.cpp_indirect import INDIRECT_PRELUDE, uses_indirect
 from torchsmith.inductor.cpp_prelude import CPP_PRELUDE
+from torchsmith.inductor.cpp_random import RANDOM_PRELUDE, uses_random
+from torchsmith.inductor.cpp_reductions import ReductionEmitter
+from torchsmith.inductor.cpp_types import cpp_type, storage_type, store_code
 from torchsmith.inductor.errors import CodegenError
-from torchsmith.inductor.loop_ir import (
-    ComputedBuffer,
-    Constant,
-    Expr,
-    IndexValue,
-    Load,
-    LoopProgram,
-    Op,
-    Pointwise,
-    Reduction,
-    index_vars,
-    loads,
-    reduction_vars,
-)
-from torchsmith.ir.symbolic import FloorDiv, format_dim
+from torchsmith.inductor.loop_ir import ComputedBuffer, LoopProgram, Pointwise, Reduction, index_vars, loads
 
-CPP_TYPES = {
-    torch.float32: "float",
-    torch.float64: "double",
-    torch.int64: "int64_t",
-    torch.int32: "int32_t",
-    torch.int16: "int16_t",
-    torch.int8: "int8_t",
-    torch.uint8: "uint8_t",
-    torch.bool: "bool",
-}
+__all__ = ["Group", "Kernel", "cpp_index", "cpp_type", "emit_kernel", "generate_cpp"]
 
 # Below this many elements of work a kernel runs on one thread: OpenMP's fork/join costs more.
 PARALLEL_THRESHOLD = 32768
-
-
-def cpp_type(dtype: torch.dtype) -> str:
-    try:
-        return CPP_TYPES[dtype]
-    except KeyError:
-        raise CodegenError(
-            f"the C++ backend does not support {dtype} yet (supported: {', '.join(map(str, CPP_TYPES))})"
-        ) from None
-
-
-def cpp_index(expr) -> str:
-    """An integer index/size expression in C++ (loop variables and size symbols are int64_t)."""
-    expr = sympy.sympify(expr)
-    if expr.is_Integer:
-        return str(int(expr))
-    if expr.is_Symbol:
-        return expr.name
-    if isinstance(expr, sympy.Add):
-        return "(" + " + ".join(cpp_index(a) for a in expr.args) + ")"
-    if isinstance(expr, sympy.Mul):
-        return "(" + " * ".join(cpp_index(a) for a in expr.args) + ")"
-    if isinstance(expr, FloorDiv):
-        # Indices and sizes are non-negative, where C's truncating division is floor division.
-        return f"({cpp_index(expr.args[0])} / {cpp_index(expr.args[1])})"
-    if isinstance(expr, sympy.Mod):
-        return f"({cpp_index(expr.args[0])} % {cpp_index(expr.args[1])})"
-    if isinstance(expr, (sympy.Max, sympy.Min)):
-        fn = "std::max" if isinstance(expr, sympy.Max) else "std::min"
-        out = cpp_index(expr.args[0])
-        for a in expr.args[1:]:
-            out = f"{fn}<int64_t>({out}, {cpp_index(a)})"
-        return out
-    if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and expr.exp > 0:
-        return "(" + " * ".join([cpp_index(expr.base)] * int(expr.exp)) + ")"
-    raise CodegenError(f"cannot print index expression {format_dim(expr)} in C++")
-
-
-def cpp_constant(value, dtype: torch.dtype) -> str:
-    t = cpp_type(dtype)
-    if dtype == torch.bool:
-        return "true" if value else "false"
-    if isinstance(value, float) and (math.isinf(value) or math.isnan(value)):
-        if math.isnan(value):
-            return f"std::numeric_limits<{t}>::quiet_NaN()"
-        return f"{'-' if value < 0 else ''}std::numeric_limits<{t}>::infinity()"
-    if isinstance(value, bool):
-        value = int(value)
-    return f"static_cast<{t}>({value!r})"
-
-
-UNARY_CPP = {
-    "abs": "std::abs({0})", "neg": "-{0}", "sign": "ts::sign({0})", "signbit": "ts::signbit({0})",
-    "exp": "std::exp({0})", "exp2": "std::exp2({0})", "expm1": "std::expm1({0})", "log": "std::log({0})",
-    "log2": "std::log2({0})", "log10": "std::log10({0})", "log1p": "std::log1p({0})",
-    "sqrt": "std::sqrt({0})", "rsqrt": "{T}(1) / std::sqrt({0})", "reciprocal": "{T}(1) / {0}",
-    "sin": "std::sin({0})", "cos": "std::cos({0})", "tan": "std::tan({0})", "asin": "std::asin({0})",
-    "acos": "std::acos({0})", "atan": "std::atan({0})", "sinh": "std::sinh({0})", "cosh": "std::cosh({0})",
-    "tanh": "std::tanh({0})", "asinh": "std::asinh({0})", "acosh": "std::acosh({0})",
-    "atanh": "std::atanh({0})", "erf": "std::erf({0})", "erfc": "std::erfc({0})",
-    "lgamma": "std::lgamma({0})",
-    "floor": "std::floor({0})", "ceil": "std::ceil({0})", "round": "std::nearbyint({0})",
-    "trunc": "std::trunc({0})", "isnan": "std::isnan({0})", "isinf": "std::isinf({0})",
-    "isfinite": "std::isfinite({0})",
-}  # fmt: skip
-
-BINARY_CPP = {
-    "add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "div": "{0} / {1}",
-    "remainder": "ts::remainder<{A}>({0}, {1})", "fmod": "ts::fmod<{A}>({0}, {1})",
-    "pow": "ts::pow<{A}>({0}, {1})", "atan2": "std::atan2({0}, {1})",
-    "maximum": "ts::maximum<{A}>({0}, {1})", "minimum": "ts::minimum<{A}>({0}, {1})",
-    "eq": "{0} == {1}", "ne": "{0} != {1}", "lt": "{0} < {1}", "le": "{0} <= {1}", "gt": "{0} > {1}",
-    "ge": "{0} >= {1}", "bitwise_and": "{0} & {1}", "bitwise_or": "{0} | {1}", "bitwise_xor": "{0} ^ {1}",
-    "shift_left": "ts::shift_left<{A}>({0}, {1})", "shift_right": "ts::shift_right<{A}>({0}, {1})",
-}  # fmt: skip
-
-BOOL_CPP = {"add": "{0} || {1}", "mul": "{0} && {1}", "bitwise_not": "!{0}", "maximum": "{0} || {1}",
-            "minimum": "{0} && {1}"}  # fmt: skip
-
-
-def cpp_op(op: Op, args: list[str]) -> str:
-    """The C++ expression of one elementwise op on already-named operands."""
-    operand = op.args[-1].dtype
-    fmt = dict(T=cpp_type(op.dtype), A=cpp_type(operand))
-    if op.op == "convert":
-        return f"static_cast<{fmt['T']}>({args[0]})" if op.dtype != torch.bool else f"({args[0]} != 0)"
-    if op.op == "where":
-        return f"{args[0]} ? {args[1]} : {args[2]}"
-    if operand == torch.bool and op.op in BOOL_CPP:
-        return BOOL_CPP[op.op].format(*args)
-    if op.op == "bitwise_not":
-        return f"~{args[0]}"
-    table = UNARY_CPP if len(args) == 1 else BINARY_CPP
-    if op.op not in table:
-        raise CodegenError(f"no C++ form for elementwise op {op.op!r} with {len(args)} operands")
-    return table[op.op].format(*args, **fmt)
-
-
-class BodyWriter:
-    """Writes the statements computing expressions, one named temporary per distinct subexpression."""
-
-    def __init__(self, pointer_of: dict[str, str], lines: list[str], indent: str, counter: list[int]):
-        self.pointer_of, self.lines, self.indent, self.counter = pointer_of, lines, indent, counter
-        self.names: dict[Expr, str] = {}
-
-    def value(self, expr: Expr) -> str:
-        if expr in self.names:
-            return self.names[expr]
-        if isinstance(expr, Load):
-            code = f"{self.pointer_of[expr.buffer]}[{cpp_index(expr.index)}]"
-        elif isinstance(expr, Constant):
-            return cpp_constant(expr.value, expr.dtype)
-        elif isinstance(expr, IndexValue):
-            code = f"static_cast<{cpp_type(expr.dtype)}>({cpp_index(expr.expr)})"
-        else:
-            code = cpp_op(expr, [self.value(a) for a in expr.args])
-        name = f"t{self.counter[0]}"
-        self.counter[0] += 1
-        self.lines.append(f"{self.indent}{cpp_type(expr.dtype)} {name} = {code};")
-        self.names[expr] = name
-        return name
-
-
-REDUCTION_CPP = {
-    # type: (initial value, combine statement)
-    "sum": ("0", "{acc} += {v};"),
-    "prod": ("1", "{acc} *= {v};"),
-    "max": ("std::numeric_limits<{T}>::lowest()", "{acc} = ts::max_combine<{T}>({acc}, {v});"),
-    "min": ("std::numeric_limits<{T}>::max()", "{acc} = ts::min_combine<{T}>({acc}, {v});"),
-}
-
-
-def _initial(reduction_type: str, dtype: torch.dtype) -> str:
-    t = cpp_type(dtype)
-    if dtype.is_floating_point and reduction_type in ("max", "min"):
-        sign = "-" if reduction_type == "max" else ""
-        return f"{sign}std::numeric_limits<{t}>::infinity()"
-    return f"static_cast<{t}>({REDUCTION_CPP[reduction_type][0].format(T=t)})"
+# A group holding a reduction with fewer outer iterations than this (statically) is threaded inside
+# its members instead of across the outer loop: `x.sum()` has one outer iteration, `x.sum(0)` of a
+# [4096, 8] tensor has 8, a softmax of 2 long rows has 2.
+SPLIT_REDUCTION_BELOW = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +57,14 @@ def _outer_ranges(group: tuple[ComputedBuffer, ...]) -> tuple:
     first = group[0].body
     if len(group) == 1 and isinstance(first, Pointwise) and len(first.ranges) > 1:
         return first.ranges[:-1]
+    if (
+        len(first.ranges) > 1
+        and all(isinstance(b.body, Pointwise) for b in group)
+        and all(len(b.body.ranges) == len(first.ranges) for b in group)
+        and all(sympy.expand(x - y) == 0 for b in group for x, y in zip(b.body.ranges, first.ranges))
+    ):
+        # Pointwise siblings over equal ranges: each member keeps the last dim as its own simd loop.
+        return first.ranges[:-1]
     outer = min((b.body.ranges for b in group), key=len)
     for b in group:
         prefix = b.body.ranges[: len(outer)]
@@ -218,13 +76,39 @@ def _outer_ranges(group: tuple[ComputedBuffer, ...]) -> tuple:
     return outer
 
 
+def _threads_inside(group: tuple[ComputedBuffer, ...], outer) -> bool:
+    """Whether the group's members are threaded one by one (reductions split among threads,
+    pointwise members across their own loops) because its outer loops are too few to thread."""
+    if not any(isinstance(b.body, Reduction) for b in group):
+        return False
+    outer_work = sympy.sympify(_work(outer))
+    return bool(outer_work.is_Integer and int(outer_work) < SPLIT_REDUCTION_BELOW)
+
+
+def _work_condition(work) -> str | None:
+    """The C++ `if` condition for threading `work` elements: "" (always), None (never), or a test."""
+    work = sympy.sympify(work)
+    if work.is_Integer:
+        return "" if int(work) >= PARALLEL_THRESHOLD else None
+    return f"{cpp_index(work)} >= {PARALLEL_THRESHOLD}"
+
+
+def _welford_key(buffer: ComputedBuffer):
+    """Buffers with equal keys compute the same reduction state (a welford mean and M2 pair)."""
+    body = buffer.body
+    if isinstance(body, Reduction) and body.reduction_type.startswith("welford"):
+        return ("welford", body.ranges, body.reduction_ranges, body.value)
+    return buffer.name
+
+
 def emit_kernel(name: str, group: tuple[ComputedBuffer, ...], program: LoopProgram) -> tuple[Kernel, str]:
     """The C++ function computing the buffers of `group`, in order, in one loop nest.
 
     The members share the outer loops (`_outer_ranges`); inside them each member loops over its
     remaining dims and, for a reduction, its reduction dims. A member reads what an earlier member
     stored in the same outer iteration straight from memory: the scheduler only groups buffers
-    whose reads stay inside that iteration (softmax rows, layer-norm rows).
+    whose reads stay inside that iteration (softmax rows, layer-norm rows). A `welford_mean` and a
+    `welford_m2` buffer of the same value and ranges in one group are computed by one reduction.
     """
     outer = _outer_ranges(group)
     dtypes = {b.name: b.layout.dtype for b in program.buffers} | {
@@ -235,24 +119,37 @@ def emit_kernel(name: str, group: tuple[ComputedBuffer, ...], program: LoopProgr
         dict.fromkeys(ld.buffer for b in group for ld in loads(b.body.value) if ld.buffer not in writes)
     )
     pointer_of = {n: f"out_{_c_name(n)}" for n in writes} | {n: f"in_{_c_name(n)}" for n in reads}
-    params = [f"{cpp_type(dtypes[n])}* __restrict__ {pointer_of[n]}" for n in writes]
-    params += [f"const {cpp_type(dtypes[n])}* __restrict__ {pointer_of[n]}" for n in reads]
+    params = [f"{storage_type(dtypes[n])}* __restrict__ {pointer_of[n]}" for n in writes]
+    params += [f"const {storage_type(dtypes[n])}* __restrict__ {pointer_of[n]}" for n in reads]
     params += [f"int64_t {s}" for s in program.symbols]
     lines = [f'extern "C" void {name}({", ".join(params)}) {{']
+    if is_column_reduction(group):
+        emit_column_kernel(group, pointer_of, lines, _work_condition)
+        lines.append("}")
+        return Kernel(name, writes, reads), "\n".join(lines)
     biggest = max(group, key=lambda b: len(b.body.ranges) + len(getattr(b.body, "reduction_ranges", ())))
     total_work = _work(biggest.body.ranges) * _work(getattr(biggest.body, "reduction_ranges", ()))
+    inside = _threads_inside(group, outer)
     # A lone 1-d pointwise loop is both the threaded and the vectorized loop.
-    simd_outer = len(group) == 1 and isinstance(group[0].body, Pointwise) and len(outer) == 1
+    body = group[0].body
+    simd_outer = len(group) == 1 and isinstance(body, Pointwise) and len(body.ranges) == len(outer) == 1
+    outer_simd = (index_vars(1)[0], len(lines), "  ") if simd_outer else None
     if outer:
-        pragma = _parallel_pragma(len(outer), total_work, simd_outer)
+        pragma = None if inside else _parallel_pragma(len(outer), total_work, simd_outer)
         if pragma or simd_outer:
             lines.append(f"  {pragma or '#pragma omp simd'}")
     for depth, (v, r) in enumerate(zip(index_vars(len(outer)), outer)):
         lines.append(f"{'  ' * (depth + 1)}for (int64_t {v} = 0; {v} < {cpp_index(r)}; ++{v}) {{")
     indent = "  " * (len(outer) + 1)
     counter = [0]
+    done: set = set()
     for buffer in group:
-        _emit_member(buffer, len(outer), pointer_of, lines, indent, counter)
+        key = _welford_key(buffer)
+        if key in done:
+            continue
+        done.add(key)
+        partners = [b for b in group if _welford_key(b) == key]
+        _emit_member(partners, len(outer), pointer_of, lines, indent, counter, inside, outer_simd)
     for depth in reversed(range(len(outer))):
         lines.append(f"{'  ' * (depth + 1)}}}")
     lines.append("}")
@@ -269,69 +166,110 @@ def _parallel_pragma(depth: int, work, simd: bool) -> str | None:
     return f"{head} if({cpp_index(work)} >= {PARALLEL_THRESHOLD})"
 
 
-def _emit_member(
-    buffer: ComputedBuffer, shared: int, pointer_of, lines: list[str], indent: str, counter
-) -> None:
-    """One buffer's loops beyond the `shared` outer ones, its body and its store."""
-    body, layout = buffer.body, buffer.layout
+def _store_target(buffer: ComputedBuffer, pointer_of) -> str:
+    layout = buffer.layout
     store = sum((v * s for v, s in zip(index_vars(len(layout.shape)), layout.strides)), sympy.Integer(0))
-    target = f"{pointer_of[buffer.name]}[{cpp_index(store)}]"
-    lines.append(f"{indent}// {buffer.origin or buffer.name}")
+    return f"{pointer_of[buffer.name]}[{cpp_index(store)}]"
+
+
+def _emit_member(
+    buffers: list[ComputedBuffer],
+    shared: int,
+    pointer_of,
+    lines: list[str],
+    indent: str,
+    counter,
+    inside: bool,
+    outer_simd: tuple | None = None,
+) -> None:
+    """One buffer's loops beyond the `shared` outer ones, its body and its store (several buffers
+    only for a welford pair, which share body and ranges). `inside`: thread this member itself.
+    `outer_simd`: (loop var, line position, indent) of the kernel's outer loop when that loop is
+    the vectorized one (a lone 1-d pointwise buffer)."""
+    buffer = buffers[0]
+    body = buffer.body
+    lines.append(f"{indent}// {' + '.join(dict.fromkeys(b.origin or b.name for b in buffers))}")
     extra = list(zip(index_vars(len(body.ranges)), body.ranges))[shared:]
+    work = _work(r for _, r in extra) * _work(getattr(body, "reduction_ranges", ()))
+    threaded = _work_condition(work) if inside else None
+    header_at = None
     for depth, (v, r) in enumerate(extra):
-        if isinstance(body, Pointwise) and depth == len(extra) - 1:
+        simd = isinstance(body, Pointwise) and depth == len(extra) - 1
+        if depth == len(extra) - 1:
+            header_at = len(lines)
+        if depth == 0 and threaded is not None:
+            condition = f" if({threaded})" if threaded else ""
+            lines.append(f"{indent}#pragma omp parallel for{' simd' if simd else ''}{condition}")
+        elif simd:
             # Iterations are independent and buffers never alias: let the compiler vectorize.
             lines.append(f"{indent}{'  ' * depth}#pragma omp simd")
         lines.append(f"{indent}{'  ' * depth}for (int64_t {v} = 0; {v} < {cpp_index(r)}; ++{v}) {{")
     inner_indent = indent + "  " * len(extra)
     if isinstance(body, Pointwise):
-        writer = BodyWriter(pointer_of, lines, inner_indent, counter)
-        lines.append(f"{inner_indent}{target} = {writer.value(body.value)};")
+        # Hoist what the innermost loop does not change to just before that loop's header.
+        if extra:
+            inner_var, at, at_indent = extra[-1][0], header_at, indent + "  " * (len(extra) - 1)
+        else:
+            inner_var, at, at_indent = outer_simd if outer_simd else (None, None, "")
+        # No loop of its own and not the vectorized outer loop: nothing to hoist out of.
+        hoisted: list[str] | None = [] if at is not None else None
+        writer = BodyWriter(pointer_of, lines, inner_indent, counter, inner_var, hoisted, at_indent)
+        value = writer.value(body.value)
+        if hoisted:
+            lines[at:at] = hoisted
+        lines.append(
+            f"{inner_indent}{_store_target(buffer, pointer_of)} = {store_code(value, buffer.layout.dtype)};"
+        )
     else:
-        _emit_reduction(body, layout.dtype, target, pointer_of, lines, inner_indent, counter)
+        stores = [(b.body.reduction_type, _store_target(b, pointer_of), b.layout.dtype) for b in buffers]
+        emitter = ReductionEmitter(body, pointer_of, lines, counter)
+        emitter.emit(inner_indent, stores, threaded if not extra else None)
     for depth in reversed(range(len(extra))):
         lines.append(f"{indent}{'  ' * depth}}}")
-
-
-def _emit_reduction(body: Reduction, dtype, target: str, pointer_of, lines, indent: str, counter) -> None:
-    t = cpp_type(dtype)
-    if dtype == torch.float32 and body.reduction_type in ("sum", "prod"):
-        # A float accumulator drifts ~sqrt(n) ulps from eager's cascade sum; double stays within eager's
-        # own error at half the vector width. (Cascade or Kahan partials are the faster fix to come.)
-        t = "double"
-    acc = f"acc{counter[0]}"
-    counter[0] += 1
-    lines.append(f"{indent}{t} {acc} = {_initial(body.reduction_type, dtype)};")
-    rvars = reduction_vars(len(body.reduction_ranges))
-    for depth, (v, r) in enumerate(zip(rvars, body.reduction_ranges)):
-        if body.reduction_type == "sum" and depth == len(rvars) - 1:
-            # Vector partial sums reorder the additions, as eager's own vectorized sum does.
-            lines.append(f"{indent}{'  ' * depth}#pragma omp simd reduction(+:{acc})")
-        lines.append(f"{indent}{'  ' * depth}for (int64_t {v} = 0; {v} < {cpp_index(r)}; ++{v}) {{")
-    inner = indent + "  " * len(rvars)
-    writer = BodyWriter(pointer_of, lines, inner, counter)
-    value = writer.value(body.value)
-    lines.append(inner + REDUCTION_CPP[body.reduction_type][1].format(acc=acc, v=value, T=t))
-    for depth in reversed(range(len(rvars))):
-        lines.append(f"{indent}{'  ' * depth}}}")
-    lines.append(f"{indent}{target} = static_cast<{cpp_type(dtype)}>({acc});")
 
 
 Group = tuple[ComputedBuffer, ...]
 
 
+def default_groups(program: LoopProgram) -> list[Group]:
+    """One group per computed buffer, except that a welford mean/M2 pair shares one group."""
+    groups: list[list[ComputedBuffer]] = []
+    pair_of: dict = {}
+    for b in program.buffers:
+        if not isinstance(b, ComputedBuffer):
+            continue
+        key = _welford_key(b)
+        if key != b.name and key in pair_of:
+            pair_of[key].append(b)
+            continue
+        groups.append([b])
+        pair_of[key] = groups[-1]
+    return [tuple(g) for g in groups]
+
+
 def generate_cpp(
     program: LoopProgram, groups: list[Group] | None = None
 ) -> tuple[str, list[tuple[Kernel, Group]]]:
-    """The translation unit of `program`: one kernel per group of computed buffers (default: one
-    buffer per group; the scheduler passes fused groups), returned with each kernel and its group."""
+    """The translation unit of `program`: one kernel per group of computed buffers (default:
+    `default_groups`; the scheduler passes fused groups), returned with each kernel and its group."""
     if groups is None:
-        groups = [(b,) for b in program.buffers if isinstance(b, ComputedBuffer)]
-    parts = [f"// torchsmith inductor: graph {program.name}", CPP_PRELUDE, vector_math.declarations()]
+        groups = default_groups(program)
+    parts = [
+        f"// torchsmith inductor: graph {program.name}",
+        CPP_PRELUDE,
+        INDIRECT_PRELUDE if uses_indirect(program) else "",
+        RANDOM_PRELUDE if uses_random(program) else "",
+        vector_math.declarations(),
+    ]
+    # Kernels share nothing but the head, so the builder may compile them in parts; not when the
+    # indirect-load prelude is in the head, unless it declares itself safe to repeat in every part
+    # (`cpp_indirect.SPLIT_SAFE`: one error record per library, an extern "C" defined once).
+    split_safe = not uses_indirect(program) or getattr(cpp_indirect, "SPLIT_SAFE", False)
+    mark = KERNEL_MARK + "\n" if split_safe else ""
     kernels = []
     for k, group in enumerate(groups):
         kernel, code = emit_kernel(f"kernel{k}_{_c_name(group[0].name)}", tuple(group), program)
-        parts.append(code)
+        parts.append(mark + code)
         kernels.append((kernel, tuple(group)))
     return "\n\n".join(parts) + "\n", kernels
 

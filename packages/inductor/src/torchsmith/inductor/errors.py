@@ -7,7 +7,10 @@ class InductorError(Exception):
 
 class LoweringError(InductorError):
     """A prims node has no lowering to the loop IR (yet), or its arguments are outside what the
-    lowering handles; the message names the prim and the node's source line."""
+    lowering handles; the message names the prim and the node's source line, and `node` is the IR
+    node (None for errors about the graph as a whole)."""
+
+    node = None
 
 
 class CodegenError(InductorError):
@@ -20,3 +23,17 @@ class BuildError(InductorError):
 
 class RuntimeCallError(InductorError):
     """A compiled graph was called with inputs that do not match the graph it was compiled for."""
+
+
+class UnsupportedGraphError(InductorError):
+    """`backend="inductor"` cannot compile this graph: a device without a code generator, a complex
+    dtype, or an op the lowering or the code generator refuses. `stage` is "inductor", `op` and
+    `source` (the user's source line, when known) name the node, so compile_api can fall back to eager
+    with one warning that says where; `__cause__` is the underlying error."""
+
+    def __init__(self, message: str, *, op: str | None = None, source: str | None = None):
+        super().__init__(message)
+        self.stage = "inductor"
+        self.op = op
+        self.source = source
+

@@ -1,12 +1,42 @@
 """Extern kernels: the library ops the generated wrapper runs with torch (kept prims and fallbacks),
-keyed by the name an `ExternCall` carries in `kernel`, and `run_extern`, which runs one call."""
+keyed by the name an `ExternCall` carries in `kernel`, and `run_extern`, which runs one call.
+
+A kernel name found in `EXTERN_KERNELS` runs that function; any other name is an op of the IR
+registry (`prims.*`, `aten.*`) and runs its eager implementation, which is how the fallback for ops
+without a loop lowering works. `extern.output` picks output k of an earlier multi-output call.
+"""
 
 import torch
 
-from torchsmith.inductor.loop_ir import ExternCall, TensorView
+from torchsmith.inductor.errors import RuntimeCallError
+from torchsmith.inductor.loop_ir import ExternCall, TensorArg, TensorView
+from torchsmith.ir.graph import ArgList
+from torchsmith.ir.interpreter import thaw
+from torchsmith.ir.registry import lookup_op
 from torchsmith.ir.symbolic import evaluate
 
-EXTERN_KERNELS = {"prims.mm": torch.mm, "prims.bmm": torch.bmm}
+
+def _empty(shape, strides, *, dtype, device):
+    """prims.empty/empty_strided: an allocation, no values."""
+    return torch.empty_strided(list(shape), list(strides), dtype=dtype, device=device)
+
+
+EXTERN_KERNELS = {
+    "prims.mm": torch.mm,
+    "prims.bmm": torch.bmm,
+    "extern.addmm": torch.addmm,  # (bias, a, b): an mm with its bias add (lowerings_library.fuse_bias_add)
+    "extern.empty": _empty,
+}
+
+# The kernel of a call that reads output `k` (its only param) of the multi-output call whose first
+# output is `args[0]`; the other outputs wait in the wrapper's tensors under `extra_output_name`.
+OUTPUT_KERNEL = "extern.output"
+
+
+def extra_output_name(call_name: str, k: int) -> str:
+    """Where run_extern keeps output `k` (not the call's own) of a multi-output call (not a buffer of
+    the program)."""
+    return f"{call_name}#{k}"
 
 
 def tensor_of(tensors: dict[str, torch.Tensor], view: TensorView, bindings) -> torch.Tensor:
@@ -20,7 +50,73 @@ def tensor_of(tensors: dict[str, torch.Tensor], view: TensorView, bindings) -> t
     return base.as_strided(shape, strides, base.storage_offset() + offset)
 
 
+def _kernel_fn(kernel: str):
+    fn = EXTERN_KERNELS.get(kernel)
+    if fn is None:
+        fn = lookup_op(kernel).eager
+        EXTERN_KERNELS[kernel] = fn
+    return fn
+
+
+def _resolve(param, args: list[torch.Tensor], bindings):
+    if isinstance(param, TensorArg):
+        return args[param.k]
+    if isinstance(param, tuple):
+        items = [_resolve(p, args, bindings) for p in param]
+        return items if isinstance(param, ArgList) else tuple(items)
+    return thaw(param, bindings)
+
+
 def run_extern(call: ExternCall, tensors: dict[str, torch.Tensor], bindings) -> torch.Tensor:
-    """Run `call` with torch on the tensors of its argument views; returns the tensor it defines."""
+    """Run `call` with torch on the tensors of its argument views; returns the tensor it defines
+    (in `call.layout`). The other outputs of a multi-output op go into `tensors` under
+    `extra_output_name(call.name, k)`, for the `extern.output` calls that read them."""
     args = [tensor_of(tensors, v, bindings) for v in call.args]
-    return EXTERN_KERNELS[call.kernel](*args)
+    if call.kernel == OUTPUT_KERNEL:
+        (k,) = call.params
+        result = tensors[extra_output_name(call.args[0].buffer, k)]
+        return _in_layout(call, result, bindings, [])
+    fn = _kernel_fn(call.kernel)
+    if call.params or call.kwargs:
+        params = [_resolve(p, args, bindings) for p in call.params]
+        kwargs = {k: _resolve(v, args, bindings) for k, v in call.kwargs}
+        result = fn(*params, **kwargs)
+    else:
+        result = fn(*args)
+    if isinstance(result, (tuple, list)):
+        for k, extra in enumerate(result):
+            if k != call.output and extra is not None:
+                tensors[extra_output_name(call.name, k)] = extra
+        result = result[call.output]
+    return _in_layout(call, result, bindings, args)
+
+
+def _in_layout(call: ExternCall, result, bindings, args) -> torch.Tensor:
+    """`result` as a tensor of its own storage in the layout the program reads it with: kernels index
+    the buffer with the layout's strides, and later steps may reuse the storage of its inputs."""
+    layout = call.layout
+    if not isinstance(result, torch.Tensor) or result.dtype != layout.dtype:
+        got = type(result).__name__ if not isinstance(result, torch.Tensor) else str(result.dtype)
+        raise RuntimeCallError(
+            f"extern call {call.name} ({call.kernel}, {call.origin}) returned {got}, expected a "
+            f"{layout.dtype} tensor; the op's type rule and its eager implementation disagree"
+        )
+    shape = [evaluate(d, bindings) for d in layout.shape]
+    strides = [evaluate(d, bindings) for d in layout.strides]
+    if list(result.shape) != shape:
+        raise RuntimeCallError(
+            f"extern call {call.name} ({call.kernel}, {call.origin}) returned shape {list(result.shape)}, "
+            f"expected {shape}"
+        )
+    storage = result.untyped_storage().data_ptr() if result.numel() else None
+    aliases = storage is not None and any(
+        a.numel() and a.untyped_storage().data_ptr() == storage for a in args
+    )
+    if not aliases and (result.numel() <= 1 or _same_strides(shape, result.stride(), strides)):
+        return result
+    out = torch.empty_strided(shape, strides, dtype=layout.dtype, device=result.device)
+    return out.copy_(result)
+
+
+def _same_strides(shape, actual, expected) -> bool:
+    return all(size == 1 or a == e for size, a, e in zip(shape, actual, expected))

@@ -47,8 +47,9 @@ def reduction_vars(n: int) -> tuple[sympy.Symbol, ...]:
 
 
 def is_loop_var_name(name: str) -> bool:
-    """Whether `name` is spelled like a loop variable (size symbols must not be: C++ shares one scope)."""
-    return name[:1] in ("i", "r") and name[1:].isdigit()
+    """Whether `name` is spelled like a loop or indirect index variable (size symbols must not be:
+    C++ shares one scope)."""
+    return name[:1] in ("i", "r", "x") and name[1:].isdigit()
 
 
 # ---- element expressions --------------------------------------------------------------------------
@@ -102,7 +103,34 @@ class Op:
         )
 
 
-Expr = Load | Constant | IndexValue | Op
+@dataclass(frozen=True, slots=True)
+class Indirect:
+    """`body` with the index variable `var` bound to `value`, an integer element read from data: how a
+    load's index comes from another buffer (gather, index). `var` (spelled `x<k>`, see
+    `indirect_var`) appears in the indices of `body`'s loads like a loop variable. `value` must lie in
+    `[0, size)` at run time; a kernel meeting one outside reads element 0 instead and records the bad
+    index, which the wrapper raises as eager PyTorch does for that op (see cpp_indirect.py)."""
+
+    var: sympy.Symbol
+    value: "Expr"
+    size: Dim
+    body: "Expr"
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.body.dtype
+
+    def __str__(self) -> str:
+        return f"let {self.var} = index({self.value}, {format_dim(self.size)}) in {self.body}"
+
+
+Expr = Load | Constant | IndexValue | Op | Indirect
+
+
+@cache
+def indirect_var(k: int) -> sympy.Symbol:
+    """The k-th indirect index variable `x<k>` (bound by an `Indirect`; never a size symbol)."""
+    return sympy.Symbol(f"x{k}", integer=True, nonnegative=True)
 
 
 def map_indices(expr: Expr, fn) -> Expr:
@@ -113,6 +141,8 @@ def map_indices(expr: Expr, fn) -> Expr:
         return IndexValue(fn(expr.expr), expr.dtype)
     if isinstance(expr, Op):
         return Op(expr.op, tuple(map_indices(a, fn) for a in expr.args), expr.dtype)
+    if isinstance(expr, Indirect):
+        return Indirect(expr.var, map_indices(expr.value, fn), expr.size, map_indices(expr.body, fn))
     return expr
 
 
@@ -127,6 +157,8 @@ def loads(expr: Expr) -> list[Load]:
         return [expr]
     if isinstance(expr, Op):
         return [x for a in expr.args for x in loads(a)]
+    if isinstance(expr, Indirect):
+        return loads(expr.value) + loads(expr.body)
     return []
 
 
@@ -156,13 +188,23 @@ class Pointwise:
         return f"pointwise [{', '.join(map(format_dim, self.ranges))}]: {self.value}"
 
 
-REDUCTION_TYPES = ("sum", "prod", "max", "min")
+REDUCTION_TYPES = ("sum", "prod", "max", "min", "welford_mean", "welford_m2", "argmax", "argmin")
 
 
 @dataclass(frozen=True, slots=True)
 class Reduction:
     """Element `(i0, ...)` over `ranges` combines `value` over `(r0, ...)` in `reduction_ranges`
-    with `reduction_type` (one of REDUCTION_TYPES), accumulating in the result dtype."""
+    with `reduction_type` (one of REDUCTION_TYPES); the buffer's dtype is the result's.
+
+    - sum, prod, max, min: as torch (max/min propagate nan); the result has the value's dtype.
+    - welford_mean, welford_m2: the mean of the values, and the sum of their squared deviations from
+      it (M2; variance = M2 / (count - correction)), computed in one pass with Welford's merge. Two
+      buffers with these types, the same ranges and the same value are computed together by the code
+      generators when they are in one kernel group (var_mean lowers to such a pair).
+    - argmax, argmin: the int64 position of the max (min) value in the reduction ranges flattened
+      row-major (for one reduced dim: the index along it); first position on ties; a nan counts as
+      the max (min), so the first nan wins, as in torch.argmax.
+    """
 
     ranges: tuple[Dim, ...]
     reduction_ranges: tuple[Dim, ...]
@@ -218,18 +260,55 @@ class TensorView:
 
 
 @dataclass(frozen=True, slots=True)
+class TensorArg:
+    """In an `ExternCall`'s `params`/`kwargs`: the place of its tensor argument `args[k]`."""
+
+    k: int
+
+    def __str__(self) -> str:
+        return f"${self.k}"
+
+
+@dataclass(frozen=True, slots=True)
 class ExternCall:
-    """A kept library op (`kernel` is its prim name) run by the wrapper with torch."""
+    """A library op (`kernel` names it: a prim, an aten op, or `extern.output`) run by the wrapper
+    with torch (externs.run_extern). `args` are the tensors it reads. With `params` empty it is called
+    as `kernel(*args)`; otherwise `params` and `kwargs` (`((name, arg), ...)`) are its arguments
+    with `TensorArg(k)` standing for `args[k]`, sizes as sympy expressions over the size symbols,
+    lists as `ArgList`s. The result is stored in `layout` (copied there if torch returns another
+    layout). `fallback` says why an op with no loop lowering runs this way (empty for library ops).
+    For an op returning several tensors, the buffer holds result element `output` (its first tensor)."""
 
     name: str
     layout: Layout
     kernel: str
     args: tuple[TensorView, ...]
     origin: str = ""
+    params: tuple = ()
+    kwargs: tuple = ()
+    fallback: str = ""
+    # Which element of a multi-output op's result this buffer holds (the others: `extern.output`).
+    output: int = 0
 
     def __str__(self) -> str:
         where = f"  # {self.origin}" if self.origin else ""
-        return f"extern {self.name}: {self.layout} = {self.kernel}({', '.join(map(str, self.args))}){where}"
+        if self.params or self.kwargs:
+            shown = [_format_param(p, self.args) for p in self.params]
+            shown += [f"{k}={_format_param(v, self.args)}" for k, v in self.kwargs]
+        else:
+            shown = list(map(str, self.args))
+        return f"extern {self.name}: {self.layout} = {self.kernel}({', '.join(shown)}){where}"
+
+
+def _format_param(param, args) -> str:
+    if isinstance(param, TensorArg):
+        return str(args[param.k])
+    if isinstance(param, tuple):
+        inner = ", ".join(_format_param(p, args) for p in param)
+        return f"[{inner}]" if type(param).__name__ == "ArgList" else f"({inner})"
+    if isinstance(param, sympy.Basic):
+        return format_dim(param)
+    return repr(param)
 
 
 Buffer = ComputedBuffer | ExternCall
@@ -246,6 +325,10 @@ class LoopProgram:
     symbols: tuple[str, ...]
     buffers: tuple[Buffer, ...]
     outputs: tuple[TensorView, ...]
+    # (op, reason) of each op that runs through its eager implementation (no loop lowering yet).
+    fallbacks: tuple[tuple[str, str], ...] = ()
+    # (variable, op, node) of each `Indirect` index variable: which node a failed index check names.
+    indirect_sites: tuple[tuple[str, str, str], ...] = ()
 
     def __str__(self) -> str:
         return format_program(self)
@@ -256,6 +339,7 @@ def format_program(program: LoopProgram) -> str:
     header = ", ".join(map(str, program.inputs))
     sizes = f" sizes({', '.join(program.symbols)})" if program.symbols else ""
     lines = [f"loops {program.name}({header}){sizes}:"]
+    lines += [f"  # eager fallback {op}: {reason}" for op, reason in program.fallbacks]
     lines += [f"  {b}" for b in program.buffers]
     lines.append(f"  return ({', '.join(map(str, program.outputs))})")
     return "\n".join(lines)

@@ -2,10 +2,13 @@
 
 Each value of the graph becomes a `ViewRef` (a buffer read through an index expression). View and
 shape prims only rewrite that expression; every other prim writes a new buffer, one per node (the
-scheduler fuses them later). Lowerings live in `LOWERINGS`, keyed by prim name, and are added with
-`register_lowering`.
+scheduler fuses them later), or is an `ExternCall` run with torch (library ops, and the eager
+fallback for ops with no lowering). Lowerings live in `LOWERINGS`, keyed by op name, in the
+`lowerings_*.py` modules (pointwise, views, reductions, indexing, creation, library, fallback), and
+are added with `register_lowering`.
 """
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -18,6 +21,7 @@ from torchsmith.inductor.loop_ir import (
     ComputedBuffer,
     Constant,
     Expr,
+    ExternCall,
     IndexValue,
     InputBuffer,
     Layout,
@@ -25,13 +29,17 @@ from torchsmith.inductor.loop_ir import (
     Pointwise,
     TensorView,
     index_vars,
+    indirect_var,
     is_loop_var_name,
     loads,
 )
 from torchsmith.inductor.views import ViewRef, as_tensor_view, strided_ref
-from torchsmith.ir import Graph, Node, Value
-from torchsmith.ir.symbolic import normalize_dim
+from torchsmith.ir import Graph, Node, Value, iter_values
+from torchsmith.ir.symbolic import compare, normalize_dim
 from torchsmith.ir.types import ScalarType, SymIntType, TensorType, contiguous_strides
+
+# One line per op (per graph) that has no loop lowering and runs through its eager implementation.
+fallback_log = logging.getLogger("torchsmith.inductor.fallback")
 
 Lowering = Callable[["LoweringContext", Node], "ViewRef | list[ViewRef]"]
 LOWERINGS: dict[str, Lowering] = {}
@@ -52,17 +60,29 @@ def register_lowering(*names: str):
 class LoweringContext:
     """The mutable state of one lowering run: the refs of values and the buffers written so far."""
 
-    env: dict[str, ViewRef | sympy.Expr] = field(default_factory=dict)
+    env: dict[str, ViewRef | sympy.Expr | None] = field(default_factory=dict)
     buffers: list[Buffer] = field(default_factory=list)
     names: set[str] = field(default_factory=set)
     origin: str = ""
+    op: str = ""
+    symbols: set[str] = field(default_factory=set)  # the size symbols the graph's inputs bind
+    # value name -> (length, start, step) of each int64 prims.iota: index_put at iota positions (what
+    # slice_scatter and select_scatter decompose to) lowers to a pointwise select instead of a scatter.
+    iotas: dict[str, tuple] = field(default_factory=dict)
+    indirect_sites: list[tuple[str, str, str]] = field(default_factory=list)
+    # How many nodes (and graph outputs) read each value; value name -> buffer of each float prims.mm
+    # result, so an add of a bias to it can become one addmm call (lowerings_library.fuse_bias_add).
+    use_count: dict[str, int] = field(default_factory=dict)
+    fuse_addmm: bool = False
+    matmuls: dict[str, str] = field(default_factory=dict)
 
     def ref(self, value) -> ViewRef:
         """The view a tensor argument reads."""
         if not isinstance(value, Value) or not isinstance(value.type, TensorType):
             raise LoweringError(f"{self.origin}: expected a tensor argument, got {value!r}")
-        ref = self.env[value.name]
-        assert isinstance(ref, ViewRef), value
+        ref = self.env.get(value.name)
+        if not isinstance(ref, ViewRef):
+            raise LoweringError(f"{self.origin}: %{value.name} has no tensor value here (it is {ref!r})")
         return ref
 
     def scalar(self, arg, dtype: torch.dtype) -> Expr:
@@ -89,26 +109,80 @@ class LoweringContext:
         self.names.add(name)
         return name
 
-    def add_buffer(self, name: str, shape, dtype: torch.dtype, body) -> ViewRef:
-        """Record a contiguous computed buffer and return the view reading it."""
+    def add_buffer(self, name: str, shape, dtype: torch.dtype, body, strides=None) -> ViewRef:
+        """Record a computed buffer (contiguous unless `strides` are given) and return the view
+        reading it."""
         shape = tuple(normalize_dim(d) for d in shape)
-        strides = contiguous_strides(shape)
+        strides = contiguous_strides(shape) if strides is None else tuple(strides)
         name = self.fresh(name)
         self.buffers.append(ComputedBuffer(name, Layout(shape, strides, dtype), body, self.origin))
         return strided_ref(name, shape, strides, dtype)
 
-    def pointwise(self, name: str, shape, dtype: torch.dtype, value_of) -> ViewRef:
-        """A buffer whose element `idx` is `value_of(idx)`."""
+    def pointwise(self, name: str, shape, dtype: torch.dtype, value_of, strides=None) -> ViewRef:
+        """A buffer whose element `idx` is `value_of(idx)` (laid out with `strides`, default
+        contiguous)."""
         variables = index_vars(len(shape))
-        return self.add_buffer(name, shape, dtype, Pointwise(tuple(shape), value_of(variables)))
+        return self.add_buffer(name, shape, dtype, Pointwise(tuple(shape), value_of(variables)), strides)
 
     def realize(self, ref: ViewRef, name: str) -> TensorView:
-        """`ref` as a strided view, copying it into a new buffer when its index is not strided."""
+        """`ref` as a strided view, copying it into a new buffer when its index is not strided (or
+        has negative strides, as a flip's: torch's strided views cannot step backwards)."""
         view = as_tensor_view(ref)
-        if view is None:
+        if view is None or any(_maybe_negative(s) for s in view.strides):
             ref = self.pointwise(f"{name}_copy", ref.shape, ref.dtype, ref.load)
             view = as_tensor_view(ref)
         return view
+
+    def fresh_indirect_var(self) -> sympy.Symbol:
+        """A new indirect index variable (`x0`, `x1`, ...), unique in the program, recorded with the
+        node it reads for (a failed index check names it)."""
+        var = indirect_var(len(self.indirect_sites))
+        self.indirect_sites.append((var.name, self.op, self.origin))
+        return var
+
+    def extern(
+        self,
+        node: Node,
+        kernel: str,
+        *,
+        params: tuple = (),
+        kwargs: tuple = (),
+        tensors=(),
+        fallback: str = "",
+    ) -> list[ViewRef | None]:
+        """Buffers defined by an extern call of `kernel` (run with torch) for `node`'s outputs.
+
+        `tensors` are the tensor arguments (Values) that `TensorArg(k)` in `params`/`kwargs` stand
+        for; with no `params`, the call is `kernel(*tensors)`. A node with several outputs becomes
+        one call for its first tensor output and an `extern.output` call per further one (no
+        copies); outputs typed none (results an op was asked not to compute) get None."""
+        from torchsmith.inductor.externs import OUTPUT_KERNEL
+
+        base = node.outputs[0].name
+        views = tuple(self.realize(self.ref(t), f"{base}_arg{k}") for k, t in enumerate(tensors))
+        refs: list[ViewRef | None] = []
+        first = None
+        for k, value in enumerate(node.outputs):
+            t = value.type
+            if not isinstance(t, TensorType):
+                refs.append(None)
+                continue
+            layout = Layout(t.shape, t.strides, t.dtype)
+            name = self.fresh(value.name)
+            if first is None:
+                call = ExternCall(name, layout, kernel, views, self.origin, params, kwargs, fallback, k)
+                first = call
+            else:
+                shape, strides, dtype = first.layout.shape, first.layout.strides, first.layout.dtype
+                source = TensorView(first.name, shape, strides, 0, dtype)
+                call = ExternCall(name, layout, OUTPUT_KERNEL, (source,), self.origin, (k,))
+            self.buffers.append(call)
+            refs.append(strided_ref(name, t.shape, t.strides, t.dtype))
+        return refs
+
+
+def _maybe_negative(stride) -> bool:
+    return compare("<", stride, 0) is not False
 
 
 def _describe(node: Node) -> str:
@@ -117,14 +191,26 @@ def _describe(node: Node) -> str:
     return f"{names} = {node.op}{where}"
 
 
-def lower(graph: Graph) -> LoopProgram:
+def lower(graph: Graph, *, addmm: bool = False) -> LoopProgram:
     """Lower a prims graph to a loop program (a `Graph -> LoopProgram` step).
 
-    Unsupported prims raise `LoweringError` naming the prim and the node.
+    A `prims.*` or `aten.*` node without a lowering runs its eager implementation as an extern call
+    (lowerings_fallback; listed in `program.fallbacks`); what cannot run that way (mutating ops,
+    non-tensor or data-dependent results, torch-level ops) raises `LoweringError` with `.node` set.
+    `addmm=True` folds a bias added to a float mm result into the call (`torch.addmm`): for code
+    generators without their own matmul epilogues (the C++ one).
     """
-    from torchsmith.inductor import lowerings, lowerings_reductions  # noqa: F401  (fill LOWERINGS)
+    from torchsmith.inductor import (  # noqa: F401  (fill LOWERINGS)
+        lowerings_creation,
+        lowerings_indexing,
+        lowerings_library,
+        lowerings_pointwise,
+        lowerings_reductions,
+        lowerings_views,
+    )
+    from torchsmith.inductor.lowerings_fallback import lower_fallback
 
-    ctx = LoweringContext()
+    ctx = LoweringContext(fuse_addmm=addmm)
     inputs, symbols = [], set()
     for position, value in enumerate(graph.inputs):
         t = value.type
@@ -135,6 +221,13 @@ def lower(graph: Graph) -> LoopProgram:
             ctx.env[value.name] = strided_ref(name, t.shape, t.strides, t.dtype)
         elif not isinstance(t, (SymIntType, ScalarType)):
             raise LoweringError(f"graph input %{value.name} has unsupported type {t}")
+    ctx.symbols = symbols
+    for node in graph.nodes:
+        for v in iter_values((node.args, tuple(a for _, a in node.kwargs))):
+            ctx.use_count[v.name] = ctx.use_count.get(v.name, 0) + 1
+    for value in graph.outputs:
+        if isinstance(value, Value):
+            ctx.use_count[value.name] = ctx.use_count.get(value.name, 0) + 1
     clashes = sorted(s for s in symbols if is_loop_var_name(s))
     if clashes:
         raise LoweringError(
@@ -142,19 +235,23 @@ def lower(graph: Graph) -> LoopProgram:
             "(i0, r0, ...); rename them (capture names sizes s0, s1, ...)"
         )
     for node in graph.nodes:
-        ctx.origin = _describe(node)
+        ctx.origin, ctx.op = _describe(node), node.op
         fn = LOWERINGS.get(node.op)
-        if fn is None and not node.op.startswith("prims."):
+        if fn is None and not node.op.startswith(("prims.", "aten.")):
             raise LoweringError(
                 f"{ctx.origin}: {node.op} is not a prim and has no decomposition to prims; the inductor "
                 "takes aten graphs (trace torch-level graphs with torchsmith.autograd_aot first)"
             )
-        if fn is None:
-            raise LoweringError(
-                f"no lowering for {node.op} in {ctx.origin}; the inductor lowers "
-                f"{len(LOWERINGS)} prims so far (see torchsmith.inductor.lower.LOWERINGS)"
-            )
-        results = fn(ctx, node)
+        try:
+            results = (fn or lower_fallback)(ctx, node)
+        except LoweringError as e:
+            e.node = e.node or node
+            raise
+        except Exception as e:
+            # A lowering's own bug or an argument it did not expect: say which node, keep the cause.
+            error = LoweringError(f"{ctx.origin}: lowering {node.op} failed: {type(e).__name__}: {e}")
+            error.node = node
+            raise error from e
         results = results if isinstance(results, list) else [results]
         for value, ref in zip(node.outputs, results, strict=True):
             ctx.env[value.name] = ref
@@ -165,15 +262,56 @@ def lower(graph: Graph) -> LoopProgram:
                 f"graph output {value!r} is not a tensor; the inductor returns only tensors so far"
             )
         ctx.origin = f"output %{value.name}"
-        outputs.append(ctx.realize(ctx.ref(value), value.name))
+        outputs.append(_output_view(ctx, ctx.ref(value), value))
+    buffers = live_buffers(ctx.buffers, outputs)
     return LoopProgram(
         graph.name,
         len(graph.inputs),
         tuple(inputs),
         tuple(sorted(symbols)),
-        live_buffers(ctx.buffers, outputs),
+        buffers,
         tuple(outputs),
+        report_fallbacks(graph.name, buffers),
+        tuple(ctx.indirect_sites),
     )
+
+
+def _output_view(ctx: LoweringContext, ref: ViewRef, value: Value) -> TensorView:
+    """The graph output `value` read through `ref`, as a strided view with the strides the graph's
+    type gives it (eager's: users call `.view()` on outputs and expect torch's layout); copied when
+    `ref` is not strided that way (once, straight into eager's layout)."""
+    t = value.type
+    view = as_tensor_view(ref)
+    if view is not None and not any(_maybe_negative(s) for s in view.strides):
+        differs = [
+            k for k, d in enumerate(t.shape)
+            if compare("==", d, 1) is not True
+            and compare("==", sympy.expand(view.strides[k] - t.strides[k]), 0) is not True
+        ]  # fmt: skip
+        if not differs or any(compare("==", d, 0) is True for d in t.shape):
+            return view
+    # A broadcast (stride-0) dim in eager's output would have each element written many times:
+    # such outputs are copied contiguously instead (their values are the same).
+    if any(
+        compare("==", s, 0) is True and compare("==", d, 1) is not True for d, s in zip(t.shape, t.strides)
+    ):
+        return ctx.realize(ref, value.name)
+    copy = ctx.pointwise(f"{value.name}_strided", t.shape, t.dtype, ref.load, strides=t.strides)
+    return as_tensor_view(copy)
+
+
+def report_fallbacks(graph_name: str, buffers) -> tuple[tuple[str, str], ...]:
+    """(op, reason) of each op that runs eagerly in `buffers`, logged once per op name (logger
+    `torchsmith.inductor.fallback`) and emitted as an `inductor/fallback` event."""
+    from torchsmith.ir import events
+
+    found: dict[str, str] = {}
+    for buffer in buffers:
+        if isinstance(buffer, ExternCall) and buffer.fallback and buffer.kernel not in found:
+            found[buffer.kernel] = buffer.fallback
+            fallback_log.info("graph %s: %s runs eagerly: %s", graph_name, buffer.kernel, buffer.fallback)
+            events.emit("inductor", "fallback", name=graph_name, op=buffer.kernel, reason=buffer.fallback)
+    return tuple(found.items())
 
 
 def live_buffers(buffers: list[Buffer], outputs: list[TensorView]) -> tuple[Buffer, ...]:

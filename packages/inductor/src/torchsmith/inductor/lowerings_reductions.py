@@ -1,6 +1,8 @@
-"""The lowerings of reductions (sum, prod, amax, amin, var_mean) to `Reduction` loop bodies."""
+"""The lowerings of reductions (sum, prod, amax, amin, argmax, argmin, var_mean) to `Reduction` loop
+bodies (see loop_ir.Reduction for the reduction types)."""
 
 import sympy
+import torch
 
 from torchsmith.inductor.loop_ir import Constant, IndexValue, Op, Reduction, index_vars, reduction_vars
 from torchsmith.inductor.lower import LoweringContext, register_lowering
@@ -30,7 +32,8 @@ def reduce(
     value = value_of(indices)
     shape = tuple(src.shape[d] for d in kept)
     body = Reduction(shape, tuple(src.shape[d] for d in dims), reduction_type, value)
-    return ctx.add_buffer(name, shape, value.dtype, body)
+    dtype = torch.int64 if reduction_type in ("argmax", "argmin") else value.dtype
+    return ctx.add_buffer(name, shape, dtype, body)
 
 
 @register_lowering(*REDUCTION_OF)
@@ -39,30 +42,38 @@ def _lower_reduction(ctx: LoweringContext, node: Node) -> ViewRef:
     return reduce(ctx, node.outputs[0].name, ctx.ref(a), tuple(dims), REDUCTION_OF[node.op])
 
 
+@register_lowering("prims.argmax", "prims.argmin")
+def _lower_arg_reduction(ctx: LoweringContext, node: Node) -> ViewRef:
+    a, dim = node.args
+    src = ctx.ref(a)
+    kind = node.op.removeprefix("prims.")
+    if not src.shape:  # a 0-d tensor: its only element is at index 0
+        return ctx.pointwise(node.outputs[0].name, (), torch.int64, lambda idx: Constant(0, torch.int64))
+    return reduce(ctx, node.outputs[0].name, src, (dim % len(src.shape),), kind)
+
+
 @register_lowering("prims.var_mean")
 def _lower_var_mean(ctx: LoweringContext, node: Node) -> list[ViewRef]:
-    # Two passes (mean, then squared deviations from it) for now; Welford in one pass comes next.
+    # One pass: a welford_mean and a welford_m2 reduction of the same value, which the C++ code
+    # generator computes together (one read of the data, per-chunk shifted sums: exact for data with
+    # a large mean and a small spread); the variance is M2 over the corrected count.
     a, dims, correction = node.args
     src, dims, dtype = ctx.ref(a), tuple(dims), node.outputs[0].type.dtype
     var_name, mean_name = (v.name for v in node.outputs)
-    kept = [d for d in range(len(src.shape)) if d not in dims]
     count: sympy.Expr = sympy.Integer(1)
     for d in dims:
         count = count * src.shape[d]
     n = IndexValue(count, dtype)
-    total = reduce(ctx, f"{mean_name}_sum", src, dims, "sum")
-    mean = ctx.pointwise(mean_name, total.shape, dtype, lambda idx: Op("div", (total.load(idx), n), dtype))
-
-    def squared_deviation(indices):
-        deviation = Op("sub", (src.load(indices), mean.load([indices[d] for d in kept])), dtype)
-        return Op("mul", (deviation, deviation), dtype)
-
-    squares = reduce(ctx, f"{var_name}_squares", src, dims, "sum", squared_deviation)
+    if not dims:
+        mean = ctx.pointwise(mean_name, src.shape, dtype, src.load)
+        zero = ctx.pointwise(f"{var_name}_m2", src.shape, dtype, lambda idx: Constant(0.0, dtype))
+        m2 = zero
+    else:
+        mean = reduce(ctx, mean_name, src, dims, "welford_mean")
+        m2 = reduce(ctx, f"{var_name}_m2", src, dims, "welford_m2")
     # torch divides by max(n - correction, 0): a non-positive count gives inf or nan, not a negative.
     denominator = Op(
         "maximum", (Op("sub", (n, Constant(float(correction), dtype)), dtype), Constant(0.0, dtype)), dtype
     )
-    var = ctx.pointwise(
-        var_name, total.shape, dtype, lambda idx: Op("div", (squares.load(idx), denominator), dtype)
-    )
+    var = ctx.pointwise(var_name, m2.shape, dtype, lambda idx: Op("div", (m2.load(idx), denominator), dtype))
     return [var, mean]

@@ -8,12 +8,17 @@ The events the stages emit (payload keys in brackets):
 
 - `capture/graph`      a captured graph [graph, code_name, filename, first_line, guards, seconds]
 - `capture/break`      a graph break [reason, filename, line]
-- `autograd_aot/graph` an ATen-level graph [name: "aten" | "forward" | "backward" | "inference", graph]
-- `prims/graph`        a graph after decomposition to prims [name, graph]
+- `autograd_aot/graph` an ATen-level graph [name, graph]: "aten" (the functional graph: joint forward+backward
+                       when training), then, when training, "forward" and "backward" (the partition)
+- `prims/graph`        a graph after decomposition to prims [name: "joint" | "inference", graph]
 - `inductor/loops`     a loop program [name, program]
 - `inductor/fusion`    the scheduler's decisions [name, decisions]
 - `inductor/code`      generated source [name, language: "c++" | "triton", source]
-- `<stage>/time`       seconds spent in one step of a stage [step, seconds]
+- `inductor/fallback`  an op run through its eager implementation (no loop lowering) [name, op, reason]
+- `<stage>/time`       seconds spent in one step of a stage [step, seconds] (`capture/time`: capture alone,
+                       without the backend call)
+- `compile_api/fallback` a stage failed on a graph [graph, stage, op, source, reason, when,
+                       action: "eager" | "raise"]
 """
 
 from collections.abc import Callable, Iterator
@@ -31,8 +36,9 @@ class Event:
 _SUBSCRIBERS: list[Callable[[Event], None]] = []
 
 
-def emit(stage: str, kind: str, **payload) -> None:
-    """Tell every subscriber that `stage` did `kind` (see the module docstring for the known kinds)."""
+def emit(stage: str, kind: str, /, **payload) -> None:
+    """Tell every subscriber that `stage` did `kind` (see the module docstring for the known kinds).
+    Positional-only, so a payload may have keys named `stage` or `kind` too."""
     if _SUBSCRIBERS:
         event = Event(stage, kind, payload)
         for fn in tuple(_SUBSCRIBERS):

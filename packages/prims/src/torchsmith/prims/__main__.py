@@ -1,26 +1,65 @@
-"""Command line: `python -m torchsmith.prims coverage [--json PATH]`."""
+"""Command line.
+
+- `python -m torchsmith.prims coverage [--json PATH]`: which model-zoo ATen ops are decomposed, kept
+  whole or missing.
+- `python -m torchsmith.prims decompose FILE.json [--out F] [--keep OP,...] [--keep-missing]`: an ATen
+  graph (e.g. `python -m torchsmith.autograd_aot ... --out DIR` output, or an IR dump's
+  `NNN-aten-*.json`) decomposed to prims; printed in text form, or written as JSON to F for the next
+  stage (`python -m torchsmith.inductor compile F`).
+"""
 
 import argparse
 import pathlib
 import sys
 
 import torchsmith.prims  # noqa: F401  (registers prims and decompositions)
+from torchsmith.ir import IRError, format_graph, load, save
 from torchsmith.prims.coverage import coverage, format_table, to_json
+from torchsmith.prims.decompose import decompose
+from torchsmith.prims.errors import PrimsError
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m torchsmith.prims", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    report = commands.add_parser(
-        "coverage", help="which model-zoo ATen ops are decomposed, kept whole or missing"
-    )
-    report.add_argument("--json", metavar="PATH", help="also write the table as JSON to PATH")
-    args = parser.parse_args(argv)
+def _coverage(args) -> int:
     rows = coverage()
     print(format_table(rows))
     if args.json:
         pathlib.Path(args.json).write_text(to_json(rows) + "\n")
     return 0
+
+
+def _decompose(args) -> int:
+    keep = frozenset(op.strip() for op in args.keep.split(",") if op.strip()) if args.keep else frozenset()
+    try:
+        graph = decompose(load(args.file), keep, on_missing="keep" if args.keep_missing else "error")
+    except (PrimsError, IRError, OSError) as e:
+        print(f"error: {args.file}: {e}", file=sys.stderr)
+        return 1
+    if args.out:
+        save(graph, args.out)
+        print(args.out)
+    else:
+        print(format_graph(graph))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m torchsmith.prims", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    report = commands.add_parser(
+        "coverage", help="which model-zoo ATen ops are decomposed, kept whole or missing"
+    )
+    report.add_argument("--json", metavar="PATH", help="also write the table as JSON to PATH")
+    report.set_defaults(run=_coverage)
+    lower = commands.add_parser("decompose", help="decompose an ATen graph (JSON) to prims")
+    lower.add_argument("file", help="a graph as JSON (torchsmith.ir.save)")
+    lower.add_argument("--out", metavar="F", help="write the prims graph as JSON to F instead of printing")
+    lower.add_argument("--keep", metavar="OP,...", help="ATen ops to keep whole (e.g. aten.mm.default)")
+    lower.add_argument("--keep-missing", action="store_true",
+                       help="keep ops without a decomposition instead of failing (inductor calls them)")
+    lower.set_defaults(run=_decompose)
+    args = parser.parse_args(argv)
+    return args.run(args)
 
 
 if __name__ == "__main__":

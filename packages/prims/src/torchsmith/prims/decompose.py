@@ -20,6 +20,7 @@ from collections.abc import Callable
 import torch
 
 from torchsmith.ir import Graph, GraphBuilder, IRError, Node, Value, map_arg
+from torchsmith.ir.events import emit
 from torchsmith.ir.symbolic import format_dim
 from torchsmith.ir.types import TensorType
 from torchsmith.prims.core import PRIMS, same_dim, scalar_kind
@@ -265,4 +266,6 @@ def decompose(
             env[declared.name] = got
     outputs = tuple(env[v.name] for v in graph.outputs)
     result = builder.build(*outputs)
-    return result.replace(stamps=graph.stamps).stamped("decompose", time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    emit("prims", "time", step="decompose", seconds=seconds)
+    return result.replace(stamps=graph.stamps).stamped("decompose", seconds)

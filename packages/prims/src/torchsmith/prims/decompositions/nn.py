@@ -126,13 +126,21 @@ def _prepare_indices(e, a, indices):
     return [None if i is None else e.broadcast_to(i, shape) for i in prepared]
 
 
-@register_decomposition("aten.index.Tensor")
+def _has_mask(e, indices) -> bool:
+    return any(i is not None and e.type(i).dtype in (torch.bool, torch.uint8) for i in indices)
+
+
+@register_decomposition("aten.index.Tensor", declines="boolean mask indices (data-dependent shape)")
 def index(e, a, indices):
+    if _has_mask(e, indices):
+        return KEEP
     return e.index(a, _prepare_indices(e, a, indices))
 
 
-@register_decomposition("aten.index_put.default")
+@register_decomposition("aten.index_put.default", declines="boolean mask indices")
 def index_put(e, a, indices, values, accumulate=False):
+    if _has_mask(e, indices):
+        return KEEP  # a backend runs the library kernel (the mask selects a data-dependent count)
     prepared = _prepare_indices(e, a, indices)
     shape = indexed_shape("aten.index_put", e.type(a), tuple(prepared))
     return e.index_put(a, prepared, e.broadcast_to(e.to(values, e.type(a).dtype), shape), accumulate)

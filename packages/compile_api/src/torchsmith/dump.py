@@ -1,0 +1,121 @@
+"""IR dumps: `TORCHSMITH_DUMP_IR=DIR` writes the graph entering every stage, numbered in order.
+
+Built from the compile events (`torchsmith.ir.events`). File names say the order, the level and the
+graph, for instance for a training step under `backend="inductor"`::
+
+    001-capture-forward.json      the torch.* graph capture produced (the input of autograd_aot)
+    002-aten-functional.json      the functional ATen graph (joint forward+backward when training)
+    003-prims-joint.json          the same after decomposition to prims (the input of the partition)
+    004-prims-forward.json        the forward of the partition (the input of the code generator)
+    005-prims-backward.json
+    006-loops-forward.txt         the inductor's loop IR
+    007-code-forward.cpp          generated source
+
+Graphs are `torchsmith.ir.serialize` JSON: `torchsmith.ir.load(path)` reads one back, and the stage
+command lines (`python -m torchsmith.autograd_aot`, `python -m torchsmith.prims decompose`,
+`python -m torchsmith.inductor compile`) take them as input.
+
+    >>> with torchsmith.dump_ir("/tmp/ir"):   # doctest: +SKIP
+    ...     compiled(x)
+"""
+
+import itertools
+import os
+import pathlib
+import re
+from contextlib import contextmanager
+
+from torchsmith.ir import events
+
+_LANGUAGE_SUFFIX = {"c++": "cpp", "triton": "py", "python": "py"}
+
+
+class IRDumper:
+    """An event subscriber writing each stage's input graph into `directory` (see the module doc)."""
+
+    def __init__(self, directory):
+        self.directory = pathlib.Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        # continue the numbering of an earlier run into the same directory instead of overwriting
+        self.counter = itertools.count(_next_number(self.directory))
+        self.written: list[pathlib.Path] = []
+
+    def __call__(self, event: events.Event) -> None:
+        payload = event.payload
+        what = (event.stage, event.kind)
+        if what == ("capture", "graph"):
+            self._graph("capture", _short_name(payload.get("code_name") or payload["graph"].name),
+                        payload["graph"])
+        elif what in (("autograd_aot", "graph"), ("prims", "graph")):
+            graph, name = payload["graph"], payload.get("name") or payload["graph"].name
+            self._graph(_level(graph), "functional" if name == "aten" else name, graph)
+        elif what == ("inductor", "loops"):
+            self._text("loops", payload.get("name", "graph"), "txt", _program_text(payload["program"]))
+        elif what == ("inductor", "code"):
+            suffix = _LANGUAGE_SUFFIX.get(payload.get("language", ""), "txt")
+            self._text("code", payload.get("name", "graph"), suffix, payload["source"])
+
+    def _path(self, level: str, name: str, suffix: str) -> pathlib.Path:
+        safe = re.sub(r"[^\w.-]+", "_", str(name)).strip("_") or "graph"
+        return self.directory / f"{next(self.counter):03d}-{level}-{safe}.{suffix}"
+
+    def _graph(self, level: str, name: str, graph) -> None:
+        from torchsmith.ir import dumps
+
+        path = self._path(level, name, "json")
+        path.write_text(dumps(graph, indent=1))
+        self.written.append(path)
+
+    def _text(self, level: str, name: str, suffix: str, text: str) -> None:
+        path = self._path(level, name, suffix)
+        path.write_text(text if text.endswith("\n") else text + "\n")
+        self.written.append(path)
+
+
+def _short_name(qualname: str) -> str:
+    """`outer.<locals>.Model.forward` -> `Model.forward`; `<lambda>` -> `lambda`."""
+    parts = [p.strip("<>") for p in qualname.split(".") if p != "<locals>"]
+    return ".".join(parts[-2:])
+
+
+def _level(graph) -> str:
+    """The level of a graph: prims once decomposed (a few ATen library ops may stay), else aten."""
+    return "prims" if any(node.op.startswith("prims.") for node in graph.nodes) else "aten"
+
+
+def _program_text(program) -> str:
+    try:
+        from torchsmith.inductor import format_program
+
+        return format_program(program)
+    except Exception:  # an older or newer loop IR: its own text form will do
+        return str(program)
+
+
+def _next_number(directory: pathlib.Path) -> int:
+    numbers = [int(p.name[:3]) for p in directory.iterdir() if re.match(r"\d{3}-", p.name)]
+    return max(numbers, default=0) + 1
+
+
+@contextmanager
+def dump_ir(directory):
+    """Write every stage's input graph into `directory` while the `with` block runs; yields the
+    `IRDumper`, whose `written` lists the files in order."""
+    dumper = IRDumper(directory)
+    unsubscribe = events.subscribe(dumper)
+    try:
+        yield dumper
+    finally:
+        unsubscribe()
+
+
+_ENVIRONMENT_DUMPER: list = []
+
+
+def configure_from_environment() -> None:
+    """Start dumping to `TORCHSMITH_DUMP_IR`, if set (for the whole process)."""
+    directory = os.environ.get("TORCHSMITH_DUMP_IR")
+    if directory and not _ENVIRONMENT_DUMPER:
+        dumper = IRDumper(directory)
+        events.subscribe(dumper)
+        _ENVIRONMENT_DUMPER.append(dumper)

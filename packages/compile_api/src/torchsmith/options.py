@@ -1,0 +1,94 @@
+"""`compile(mode=..., options=...)`: the documented option keys, mode presets, and validation.
+
+Every key, its default and what reads it:
+
+=====================  =========  =====================================================================
+key                    default    meaning
+=====================  =========  =====================================================================
+``fallback``           "eager"    what a stage failure does: ``"eager"`` runs that graph eagerly with one
+                                  warning per compiled function; ``"raise"`` raises `torchsmith.StageError`
+``max_autotune``       False      the inductor tunes matmul templates and kernel launch configurations
+``triton.cudagraphs``  False      the inductor replays CUDA graphs for GPU graphs (reduce-overhead)
+``cpp.threads``        None       OpenMP threads of generated C++ kernels (None: OpenMP's default)
+=====================  =========  =====================================================================
+
+Modes are presets of these keys: ``"default"`` (none), ``"reduce-overhead"`` (triton.cudagraphs),
+``"max-autotune"`` (max_autotune and triton.cudagraphs), ``"max-autotune-no-cudagraphs"`` (max_autotune).
+
+Backends that declare a keyword parameter ``options`` receive the resolved dict (every key above, plus
+``"mode"``): ``backend(graph, example_inputs, options=...)``. That is how the inductor reads them; the
+stage packages never import this module.
+
+    >>> resolve_options("max-autotune", None)["max_autotune"]
+    True
+"""
+
+from dataclasses import dataclass
+
+from torchsmith.errors import InvalidOptionError
+
+
+@dataclass(frozen=True, slots=True)
+class OptionSpec:
+    """One documented option: its default, the values it accepts and a one-line description."""
+
+    default: object
+    kinds: tuple
+    doc: str
+    choices: tuple = ()
+
+
+OPTIONS: dict[str, OptionSpec] = {
+    "fallback": OptionSpec("eager", (str,), "on a stage failure: run eagerly with one warning, or raise",
+                           ("eager", "raise")),
+    "max_autotune": OptionSpec(False, (bool,), "tune matmul templates and kernel launch configurations"),
+    "triton.cudagraphs": OptionSpec(False, (bool,), "replay CUDA graphs for GPU graphs"),
+    "cpp.threads": OptionSpec(None, (int, type(None)),
+                              "OpenMP threads of generated C++ kernels (None: OpenMP's default)"),
+}
+
+MODES: dict[str, dict] = {
+    "default": {},
+    "reduce-overhead": {"triton.cudagraphs": True},
+    "max-autotune": {"max_autotune": True, "triton.cudagraphs": True},
+    "max-autotune-no-cudagraphs": {"max_autotune": True},
+}
+
+# Keys a backend without an `options` parameter may still be given: compile_api handles them itself.
+API_KEYS = frozenset({"fallback"})
+
+
+def resolve_options(mode: str | None, options: dict | None) -> dict:
+    """The full options dict for `compile(mode=mode, options=options)`; raises InvalidOptionError
+    for an unknown mode, an unknown key or a value of the wrong kind, listing what is valid."""
+    if mode is not None and (not isinstance(mode, str) or mode not in MODES):
+        raise InvalidOptionError(f"unknown mode {mode!r}; valid modes: {', '.join(MODES)}")
+    if options is not None and not isinstance(options, dict):
+        raise InvalidOptionError(f"options must be a dict, got {type(options).__name__}")
+    resolved = {key: spec.default for key, spec in OPTIONS.items()}
+    resolved.update(MODES[mode or "default"])
+    for key, value in (options or {}).items():
+        spec = OPTIONS.get(key)
+        if spec is None:
+            raise InvalidOptionError(
+                f"unknown option {key!r}; valid options: "
+                + "; ".join(f"{k} ({s.doc})" for k, s in OPTIONS.items())
+            )
+        # bool is an int: refuse True for an int option, and ints for a bool option
+        if not isinstance(value, spec.kinds) or (bool not in spec.kinds and isinstance(value, bool)):
+            kinds = " or ".join("None" if k is type(None) else k.__name__ for k in spec.kinds)
+            raise InvalidOptionError(f"option {key!r} takes {kinds}, got {value!r}")
+        if spec.choices and value not in spec.choices:
+            raise InvalidOptionError(
+                f"option {key!r} is one of {', '.join(map(repr, spec.choices))}; got {value!r}"
+            )
+        if key == "cpp.threads" and value is not None and value < 1:
+            raise InvalidOptionError(f"option 'cpp.threads' must be at least 1, got {value}")
+        resolved[key] = value
+    resolved["mode"] = mode or "default"
+    return resolved
+
+
+def non_default_backend_keys(resolved: dict) -> list[str]:
+    """Keys set away from their default that only a backend can honour (not compile_api itself)."""
+    return [k for k, spec in OPTIONS.items() if k not in API_KEYS and resolved[k] != spec.default]

@@ -1,0 +1,101 @@
+"""Command line: `python -m torchsmith.inductor compile FILE.json [--out DIR] [--check] [--size s0=8]`.
+
+Compiles a prims (or ATen: it is decomposed first) graph stored as JSON, e.g. `python -m
+torchsmith.prims decompose ... --out F` output or an IR dump's `NNN-prims-*.json`, and prints its loop
+IR and generated C++; `--out DIR` writes them to `DIR/loops.txt` and `DIR/kernels.cpp` instead.
+`--check` also runs the compiled code on random inputs of the graph's input types and compares the
+outputs with the reference interpreter (eager PyTorch), exiting with status 1 when they differ.
+"""
+
+import argparse
+import pathlib
+import sys
+
+import torch
+
+from torchsmith.inductor.compile_fx import compile_graph, to_prims
+from torchsmith.inductor.errors import InductorError
+from torchsmith.inductor.loop_ir import format_program
+from torchsmith.inductor.lower import lower
+from torchsmith.ir import IRError, example_inputs, interpret, load
+
+
+def parse_sizes(items: list[str]) -> dict[str, int]:
+    """`["s0=8"]` -> `{"s0": 8}`; raises ValueError on a malformed item."""
+    sizes = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip() or not value.strip().isdigit():
+            raise ValueError(f"--size takes NAME=INT (e.g. s0=8), got {item!r}")
+        sizes[name.strip()] = int(value)
+    return sizes
+
+
+def check(compiled, graph, inputs) -> str | None:
+    """None when `compiled` and the reference interpreter agree on `inputs`, else what differs."""
+    expected = interpret(graph, *[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
+    got = compiled(*inputs)
+    if len(got) != len(expected):
+        return f"{len(got)} outputs, the interpreter returns {len(expected)}"
+    for i, (a, b) in enumerate(zip(got, expected)):
+        try:
+            torch.testing.assert_close(a, b, equal_nan=True)
+        except AssertionError as e:
+            return f"output {i} differs from eager: {e}"
+    return None
+
+
+def _compile(args) -> int:
+    try:
+        graph = load(args.file)
+        inputs = example_inputs(graph, parse_sizes(args.size), seed=args.seed)
+        inputs = [x.detach() if isinstance(x, torch.Tensor) else x for x in inputs]
+    except (IRError, ValueError, OSError) as e:
+        print(f"error: {args.file}: {e}", file=sys.stderr)
+        return 1
+    try:
+        compiled = compile_graph(graph, inputs)
+    except InductorError as e:
+        try:  # show how far it got: the loop IR, when only the code generation or the build failed
+            print(format_program(lower(to_prims(graph))))
+        except Exception:  # the lowering itself failed: the error below says where
+            pass
+        print(f"error: {args.file}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    loops, source = format_program(compiled.program), compiled.source
+    if args.out:
+        out = pathlib.Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "loops.txt").write_text(loops + "\n")
+        (out / "kernels.cpp").write_text(source)
+        print(out / "loops.txt")
+        print(out / "kernels.cpp")
+    else:
+        print(f"# loop IR of {graph.name}\n{loops}\n\n# C++ of {graph.name}\n{source}")
+    if args.check:
+        problem = check(compiled, graph, inputs)
+        if problem is not None:
+            print(f"check failed: {problem}", file=sys.stderr)
+            return 1
+        print(f"check: {graph.name} matches eager on random inputs", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m torchsmith.inductor", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    build = commands.add_parser("compile", help="print (or write) the loop IR and C++ of a graph")
+    build.add_argument("file", help="a prims or ATen graph as JSON (torchsmith.ir.save)")
+    build.add_argument("--out", metavar="DIR", help="write loops.txt and kernels.cpp into DIR")
+    build.add_argument("--check", action="store_true", help="run it and compare with eager PyTorch")
+    build.add_argument("--size", action="append", default=[], metavar="NAME=INT",
+                       help="the example value of a size symbol (default: random in 2..5)")
+    build.add_argument("--seed", type=int, default=0, help="seed of the random example inputs")
+    build.set_defaults(run=_compile)
+    args = parser.parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

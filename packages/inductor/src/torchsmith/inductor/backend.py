@@ -1,0 +1,328 @@
+"""`backend="inductor"`: capture's torch-level graph, end to end to generated kernels.
+
+    check_supported (devices, dtypes)                    the whole torch-level graph, before tracing
+    autograd_aot.aot_compile(decompose=to_prims_keep)    ATen joint graph -> prims, then min-cut partition
+      forward  -> compile_for_device                     now (inference: the only graph)
+      backward -> compile_for_device                     on the first `.backward()` (checked now when
+                                                         options["fallback"] == "raise")
+
+The device of a graph picks its code generator in `DEVICE_COMPILERS` (`"cpu"`: the C++ backend,
+`"cuda"`: Triton); other devices plug in with `register_device_compiler`. Whatever the inductor cannot compile
+raises `UnsupportedGraphError` naming the stage, the op and the user's source line; the backend never
+falls back to eager itself (compile_api decides that, with one warning).
+"""
+
+import importlib.util
+import inspect
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from torchsmith.inductor.compile_fx import compile_graph
+from torchsmith.inductor.errors import InductorError, UnsupportedGraphError
+from torchsmith.inductor.loop_ir import ComputedBuffer
+from torchsmith.ir import Graph, Node, TensorType, Value
+from torchsmith.ir.graph import map_arg
+
+Compiler = Callable[[Graph, list], Callable]
+
+
+
+def compile_cuda(graph: Graph, example_inputs, options: dict | None = None) -> Callable:
+    """CUDA graphs go to the Triton code generator (imported on first use: CPU-only installs need no
+    triton)."""
+    if importlib.util.find_spec("triton") is None:
+        raise UnsupportedGraphError(
+            f"inductor: graph {graph.name} runs on cuda, whose code generator needs triton: "
+            "pip install triton, or use backend='aot_eager'"
+        )
+    from torchsmith.inductor.triton_graph import compile_graph_triton
+
+    return compile_graph_triton(graph, example_inputs, options)
+
+
+# device type -> compiler of prims graphs on that device; the one hook where the device decides.
+DEVICE_COMPILERS: dict[str, Compiler] = {"cpu": compile_graph, "cuda": compile_cuda}
+
+
+def register_device_compiler(device_type: str, compiler: Compiler) -> None:
+    """Compile graphs whose tensors live on `device_type` ("cuda", ...) with `compiler(graph,
+    example_inputs) -> callable` (a prims graph in, a callable returning the list of outputs)."""
+    DEVICE_COMPILERS[device_type] = compiler
+
+
+@dataclass
+class BackendStats:
+    """What backend="inductor" did in this process; tests read it to tell compiled runs from fallbacks."""
+
+    graphs: int = 0  # prims graphs compiled (forward, backward or inference)
+    graphs_with_kernels: int = 0  # ... of which generate at least one kernel (others: views, library calls)
+    calls: int = 0  # calls of compiled graphs
+    kernel_calls: int = 0  # calls of compiled graphs that ran at least one generated kernel
+    backward_fallbacks: int = 0  # backward graphs run as eager ops after the inductor refused them
+
+
+STATS = BackendStats()
+
+
+def _where(node: Node | None) -> str:
+    if node is None:
+        return ""
+    return f" (from {node.source})" if node.source else ""
+
+
+def _device_type(device: str) -> str:
+    return device.split(":", 1)[0]
+
+
+def check_supported(graph: Graph) -> str:
+    """The device type every tensor of `graph` lives on; raises `UnsupportedGraphError` naming the
+    first node that uses a complex dtype, a second device, or a device with no code generator."""
+    device, first_user = None, None
+    producers = graph.producers()
+    for value in graph.values():
+        t = value.type
+        if not isinstance(t, TensorType):
+            continue
+        node = producers.get(value.name)
+        op = node.op if node is not None else f"input %{value.name}"
+        if t.dtype.is_complex:
+            raise UnsupportedGraphError(
+                f"inductor: {op} makes %{value.name} of complex dtype {t.dtype}{_where(node)}; the code "
+                "generators handle real dtypes only: run this code with backend='aot_eager'",
+                op=op, source=node.source if node else None,
+            )
+        kind = _device_type(t.device)
+        if device is None:
+            device, first_user = kind, op
+        elif kind != device:
+            raise UnsupportedGraphError(
+                f"inductor: {op} uses device {t.device}{_where(node)} while {first_user} uses {device}; "
+                "one compiled graph runs on one device: move the tensors to one device first",
+                op=op, source=node.source if node else None,
+            )
+        if kind not in DEVICE_COMPILERS:
+            raise UnsupportedGraphError(
+                f"inductor: {op} runs on {t.device}{_where(node)}, which has no code generator "
+                f"(devices with one: {', '.join(sorted(DEVICE_COMPILERS))}); use backend='aot_eager'",
+                op=op, source=node.source if node else None,
+            )
+    return device or "cpu"
+
+
+def _failing_node(error: Exception, graph: Graph) -> Node | None:
+    """The node an inductor error is about: its `node` attribute, else the node its message quotes
+    (lowering messages read `%out = op (from file:line)`)."""
+    node = getattr(error, "node", None)
+    if isinstance(node, Node):
+        return node
+    text = str(error)
+    for node in graph.nodes:
+        names = ", ".join(f"%{v.name}" for v in node.outputs)
+        if node.outputs and f"{names} = {node.op}" in text:
+            return node
+    return None
+
+
+def _unsupported(error: Exception, graph: Graph) -> UnsupportedGraphError:
+    node = _failing_node(error, graph)
+    op = node.op if node is not None else None
+    # An exception outside the inductor's hierarchy is a bug of ours, not a limit: say so.
+    what = str(error) if isinstance(error, InductorError) else (
+        f"internal error (a bug in torchsmith.inductor, please report it): {type(error).__name__}: {error}"
+    )
+    wrapped = UnsupportedGraphError(
+        f"inductor could not compile graph {graph.name}: {what}", op=op, source=node.source if node else None
+    )
+    wrapped.__cause__ = error
+    return wrapped
+
+
+class InductorCompiled:
+    """A compiled prims graph that counts its calls in `STATS` (so tests can tell it ran); other
+    attributes (`program`, `source`, `timings`, ...) are the compiled graph's own."""
+
+    def __init__(self, compiled: Callable, graph: Graph):
+        self.compiled, self.graph = compiled, graph
+        program = getattr(compiled, "program", None)
+        self.has_kernels = program is not None and any(
+            isinstance(b, ComputedBuffer) for b in program.buffers
+        )
+
+    def __getattr__(self, name: str):
+        if name == "compiled":  # not set yet (copying): no recursion
+            raise AttributeError(name)
+        return getattr(self.compiled, name)
+
+    def __call__(self, *args):
+        STATS.calls += 1
+        STATS.kernel_calls += self.has_kernels
+        return self.compiled(*args)
+
+
+def _accepts_options(compiler: Compiler) -> bool:
+    try:
+        return "options" in inspect.signature(compiler).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def compile_for_device(graph: Graph, example_inputs, options: dict | None = None) -> InductorCompiled:
+    """Compile a prims (or ATen) graph with the code generator of its device; `options` (compile_api's
+    dict: "cpp.threads", "max_autotune", ...) reach code generators that take an `options` keyword."""
+    device = check_supported(graph)
+    compiler = DEVICE_COMPILERS[device]
+    try:
+        if options is not None and _accepts_options(compiler):
+            compiled = compiler(graph, list(example_inputs), options=options)
+        else:
+            compiled = compiler(graph, list(example_inputs))
+    except UnsupportedGraphError:
+        raise
+    except Exception as e:  # noqa: BLE001 - every failure becomes one error naming stage, op and line
+        raise _unsupported(e, graph) from e
+    STATS.graphs += 1
+    result = InductorCompiled(compiled, graph)
+    STATS.graphs_with_kernels += result.has_kernels
+    return result
+
+
+def _same_layout(shape, strides, other) -> bool:
+    """Strides agree wherever they matter (kernels never step along a dim of size 1)."""
+    return all(n == 1 or a == b for n, a, b in zip(shape, strides, other))
+
+
+def with_input_strides(graph: Graph, example_inputs) -> Graph:
+    """`graph` with the strides of its static tensor inputs taken from `example_inputs` where they
+    differ. The backward's saved tensors come from the compiled forward, whose outputs may be laid
+    out otherwise than the trace on meta tensors predicted (a permuted view of a contiguous buffer);
+    the backward is compiled for the layouts it will really get."""
+    renamed: dict[str, Value] = {}
+    for value, x in zip(graph.inputs, example_inputs):
+        t = value.type
+        if not isinstance(t, TensorType) or not isinstance(x, torch.Tensor) or t.free_symbols:
+            continue
+        if _same_layout(t.shape, x.stride(), t.strides):
+            continue
+        renamed[value.name] = Value(value.name, t.replace(strides=tuple(x.stride())))
+    if not renamed:
+        return graph
+    swap = lambda v: renamed.get(v.name, v)  # noqa: E731
+    nodes = tuple(
+        node.replace(args=map_arg(node.args, swap), kwargs=map_arg(node.kwargs, swap)) for node in graph.nodes
+    )
+    return graph.replace(
+        inputs=tuple(swap(v) for v in graph.inputs), nodes=nodes, outputs=tuple(map_arg(graph.outputs, swap))
+    )
+
+
+def _backward_compiler(options: dict | None) -> Compiler:
+    """The backward's compiler. It runs inside `.backward()`, where compile_api cannot fall back, so
+    with `options["fallback"] == "eager"` a graph the inductor refuses runs as eager ops (one warning)."""
+    fallback = (options or {}).get("fallback", "eager") == "eager"
+
+    def compile_backward(graph: Graph, example_inputs) -> Callable:
+        graph = with_input_strides(graph, example_inputs)
+        try:
+            return compile_for_device(graph, example_inputs, options)
+        except InductorError as e:
+            if not fallback:
+                raise
+            STATS.backward_fallbacks += 1
+            from torchsmith.autograd_aot.runtime import python_compiler
+
+            warnings.warn(
+                f"torchsmith: stage inductor could not compile the backward graph {graph.name}, which runs "
+                f"as eager ops instead: {e}",
+                stacklevel=2,
+            )
+            return python_compiler(graph, example_inputs)
+
+    return compile_backward
+
+
+def check_backward(graph: Graph) -> None:
+    """Refuse now (at forward compile time) a backward graph the inductor could not compile later,
+    in `.backward()`, where no fallback is possible: same checks as compiling it, without the build."""
+    device = check_supported(graph)
+    if device != "cpu":
+        return  # other code generators are checked when they compile
+    from torchsmith.inductor.lower import lower
+
+    try:
+        lower(graph)
+    except Exception as e:  # noqa: BLE001 - as in compile_for_device
+        raise _unsupported(e, graph) from e
+
+
+def to_prims_keep(graph: Graph) -> Graph:
+    """The functional ATen graph decomposed to prims; ops with no decomposition stay whole for the
+    lowering's extern calls (they fail there, with the node named, if it cannot run them). Outputs
+    keep the layouts eager gives them (see `keep_output_strides`)."""
+    import torchsmith.prims
+
+    return keep_output_strides(graph, torchsmith.prims.decompose(graph, on_missing="keep"))
+
+
+def keep_output_strides(aten: Graph, prims: Graph) -> Graph:
+    """`prims` with each output computed by an elementwise prim declared with the strides its ATen
+    twin had (`x.t() + 1` is column-major in eager, while the prim's rule says contiguous); the
+    lowering writes outputs in their declared layout, so users see eager's strides."""
+    from torchsmith.prims.core import PRIMS
+
+    producers = prims.producers()
+    renamed: dict[str, Value] = {}
+    for before, after in zip(aten.outputs, prims.outputs):
+        if not isinstance(before, Value) or not isinstance(after, Value) or after.name in renamed:
+            continue
+        want, have = before.type, after.type
+        if not isinstance(want, TensorType) or not isinstance(have, TensorType) or want.shape != have.shape:
+            continue
+        if want.free_symbols or _same_layout(want.shape, want.strides, have.strides):
+            continue
+        node = producers.get(after.name)
+        info = PRIMS.get(node.op) if node is not None else None
+        if info is None or not info.kind.startswith("elementwise.") or len(node.outputs) != 1:
+            continue  # views take their layout from their input; library ops choose their own
+        renamed[after.name] = Value(after.name, have.replace(strides=want.strides))
+    if not renamed:
+        return prims
+    swap = lambda v: renamed.get(v.name, v)  # noqa: E731
+    nodes = tuple(
+        node.replace(args=map_arg(node.args, swap), kwargs=map_arg(node.kwargs, swap),
+                     outputs=tuple(swap(v) for v in node.outputs))
+        for node in prims.nodes
+    )
+    return prims.replace(nodes=nodes, outputs=tuple(map_arg(prims.outputs, swap)))
+
+
+def inductor_backend(graph: Graph, example_inputs, options: dict | None = None) -> Callable:
+    """The `"inductor"` backend (`backend(graph, example_inputs) -> callable`): capture's graph through
+    torchsmith.autograd_aot (forward compiled now; backward, when an input requires grad, compiled on
+    first use) to generated kernels. Raises `UnsupportedGraphError` for graphs it cannot compile.
+    `options` is compile_api's options dict (see torchsmith.compile): with "fallback": "eager" (the
+    default) a backward the inductor refuses runs as eager ops with one warning; with "raise" the
+    backward is checked when the forward compiles, and refused then.
+
+        >>> compiled = inductor_backend(graph, [x, w])   # doctest: +SKIP
+        >>> (y,) = compiled(x, w)                         # doctest: +SKIP
+    """
+    try:
+        from torchsmith.autograd_aot import aot_compile
+    except ImportError as e:  # an optional dependency: the code generator alone does not need it
+        raise InductorError(
+            "backend='inductor' needs torchsmith-autograd-aot: pip install 'torchsmith-inductor[backend]'"
+        ) from e
+
+    check_supported(graph)
+    # With the default fallback a backward the inductor refuses runs as eager ops (one warning), so
+    # checking it up front would only cost a second lowering (~6% of GPT-2's cold compile); with
+    # fallback="raise" the user wants the error now, not inside `.backward()`.
+    raising = (options or {}).get("fallback", "eager") != "eager"
+    return aot_compile(
+        graph, example_inputs, lambda g, inputs: compile_for_device(g, inputs, options),
+        _backward_compiler(options), decompose=to_prims_keep,
+        check_backward=check_backward if raising else None,
+    )

@@ -1,0 +1,150 @@
+"""Index arithmetic for Triton kernels: printing sympy index expressions as Triton code, and moving a
+buffer's per-dim loop variables (`i0, i1, ...`, `r0, ...`) into a kernel's flat block indices
+(`xindex`, `yindex`, `rindex`).
+
+A kernel iterates over one or two flat axes; each axis covers a tuple of a member's loop variables
+in row-major order. An index that is a multiple of the axis' own row-major flattening (the common
+case: a contiguous read of a same-shaped tensor) becomes `c * xindex`, with no division at all;
+otherwise each variable is decoded with `//` and `%`.
+"""
+
+from dataclasses import dataclass
+
+import sympy
+import torch
+
+from torchsmith.inductor.errors import CodegenError
+from torchsmith.ir.symbolic import FloorDiv, format_dim
+
+TRITON_DTYPES = {
+    torch.float32: "tl.float32",
+    torch.float64: "tl.float64",
+    torch.float16: "tl.float16",
+    torch.bfloat16: "tl.bfloat16",
+    torch.int64: "tl.int64",
+    torch.int32: "tl.int32",
+    torch.int16: "tl.int16",
+    torch.int8: "tl.int8",
+    torch.uint8: "tl.uint8",
+    torch.bool: "tl.int1",
+}
+
+
+def triton_dtype(dtype: torch.dtype) -> str:
+    """The Triton spelling of a torch dtype."""
+    try:
+        return TRITON_DTYPES[dtype]
+    except KeyError:
+        raise CodegenError(
+            f"the Triton backend does not support {dtype} (supported: {', '.join(map(str, TRITON_DTYPES))})"
+        ) from None
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Half-precision values are loaded into float32 and computed there, as eager's kernels do."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+def triton_index(expr) -> str:
+    """An integer index/size expression as Triton code (size symbols are kernel arguments)."""
+    expr = sympy.sympify(expr)
+    if expr.is_Integer:
+        return str(int(expr))
+    if expr.is_Symbol:
+        return expr.name
+    if isinstance(expr, sympy.Add):
+        return "(" + " + ".join(triton_index(a) for a in expr.args) + ")"
+    if isinstance(expr, sympy.Mul):
+        return "(" + " * ".join(triton_index(a) for a in expr.args) + ")"
+    if isinstance(expr, FloorDiv):
+        # Indices are non-negative, where Triton's truncating integer division is floor division.
+        return f"({triton_index(expr.args[0])} // {triton_index(expr.args[1])})"
+    if isinstance(expr, sympy.Mod):
+        return f"({triton_index(expr.args[0])} % {triton_index(expr.args[1])})"
+    if isinstance(expr, (sympy.Max, sympy.Min)):
+        fn = "tl.maximum" if isinstance(expr, sympy.Max) else "tl.minimum"
+        out = triton_index(expr.args[0])
+        for a in expr.args[1:]:
+            out = f"{fn}({out}, {triton_index(a)})"
+        return out
+    if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and expr.exp > 0:
+        return "(" + " * ".join([triton_index(expr.base)] * int(expr.exp)) + ")"
+    raise CodegenError(f"cannot print index expression {format_dim(expr)} in Triton")
+
+
+def product(dims) -> sympy.Expr:
+    total = sympy.Integer(1)
+    for d in dims:
+        total = total * d
+    return total
+
+
+def row_major_strides(ranges) -> list[sympy.Expr]:
+    strides, step = [], sympy.Integer(1)
+    for r in reversed(ranges):
+        strides.append(step)
+        step = step * r
+    return list(reversed(strides))
+
+
+@dataclass(frozen=True, slots=True)
+class Axis:
+    """A flat kernel index `symbol` enumerating `variables` (with `ranges`) in row-major order."""
+
+    symbol: sympy.Symbol
+    variables: tuple[sympy.Symbol, ...]
+    ranges: tuple
+
+    def decode(self) -> dict[sympy.Symbol, sympy.Expr]:
+        """Each variable as `//` and `%` of the flat index (the outermost needs no `%`)."""
+        out = {}
+        strides = row_major_strides(self.ranges)
+        for k, (v, r, s) in enumerate(zip(self.variables, self.ranges, strides)):
+            q = self.symbol if s == 1 else FloorDiv(self.symbol, s)
+            out[v] = q if k == 0 else sympy.Mod(q, r)
+        return out
+
+    def flat(self) -> sympy.Expr:
+        return sum((v * s for v, s in zip(self.variables, row_major_strides(self.ranges))), sympy.Integer(0))
+
+
+def kernel_symbol(name: str) -> sympy.Symbol:
+    return sympy.Symbol(name, integer=True, nonnegative=True)
+
+
+def to_kernel_space(index, axes: tuple[Axis, ...]) -> sympy.Expr:
+    """`index` (over member loop variables) rewritten over the axes' flat symbols."""
+    index = sympy.expand(sympy.sympify(index))
+    owner = {v: axis for axis in axes for v in axis.variables}
+    parts: dict[Axis | None, sympy.Expr] = {}
+    for term in sympy.Add.make_args(index):
+        touched = {owner[s] for s in term.free_symbols if s in owner}
+        if len(touched) > 1:
+            return _decoded(index, axes)
+        key = next(iter(touched)) if touched else None
+        parts[key] = parts.get(key, sympy.Integer(0)) + term
+    out = parts.pop(None, sympy.Integer(0))
+    for axis, part in parts.items():
+        out = out + _flattened(part, axis)
+    return out
+
+
+def _flattened(part: sympy.Expr, axis: Axis) -> sympy.Expr:
+    """`c * symbol` when `part` is c times the axis' flat index, else the decoded form."""
+    flat = axis.flat()
+    scale = part.coeff(axis.variables[-1], 1)
+    if not (scale.free_symbols & set(axis.variables)) and sympy.expand(part - scale * flat) == 0:
+        return scale * axis.symbol
+    return _decoded(part, (axis,))
+
+
+def _decoded(expr, axes) -> sympy.Expr:
+    mapping = {}
+    for axis in axes:
+        mapping.update(axis.decode())
+    return expr.xreplace(mapping)
+
+
+def kernel_symbols_in(expr) -> set[str]:
+    """Names of the flat kernel indices an expression uses."""
+    return {s.name for s in sympy.sympify(expr).free_symbols if s.name in ("xindex", "yindex", "rindex")}

@@ -1,0 +1,199 @@
+"""The scheduler against eager: inlining, vertical and horizontal grouping, and the recorded decisions.
+
+Kernel counts are checked in the generated C++ (one `extern "C"` function per kernel); values always
+against the reference interpreter (eager PyTorch). Decision-only tests need no C++ compiler.
+"""
+
+import logging
+
+import torch
+
+from torchsmith.inductor import compile_graph, lower, to_prims
+from torchsmith.inductor.inline import MAX_DUPLICATED_OPS, inline_pointwise
+from torchsmith.inductor.scheduler import FusionDecision, schedule
+from torchsmith.inductor.testing import assert_matches_eager, make_graph
+from torchsmith.ir import TensorType
+from torchsmith.ir.events import observe
+from torchsmith.ir.symbolic import symbol
+
+F32 = torch.float32
+
+
+def softmax(b, x, dim=1):
+    m = b.op("aten.amax.default", x, [dim], True)
+    e = b.op("aten.exp.default", b.op("aten.sub.Tensor", x, m))
+    return b.op("aten.div.Tensor", e, b.op("aten.sum.dim_IntList", e, [dim], True))
+
+
+def kernel_count(compiled) -> int:
+    return compiled.source.count('extern "C" void kernel')
+
+
+def scheduled(graph):
+    program, inlined = inline_pointwise(lower(to_prims(graph)))
+    return program, inlined, schedule(program)
+
+
+# ---- decisions (no C++ build) -------------------------------------------------------------------
+
+
+def test_softmax_groups_into_one_kernel_with_reasons():
+    program, inlined, plan = scheduled(make_graph("softmax", {"x": ((8, 16), F32)}, softmax))
+    # sub lives in exp; exp (a library call, read by sum and div) is stored once per row, not recomputed.
+    assert [b.name for b in program.buffers] == ["amax", "exp", "sum", "div"]
+    assert [[b.name for b in g] for g in plan.groups] == [["amax", "exp", "sum", "div"]]
+    decisions = [*inlined, *plan.decisions]
+    assert all(isinstance(d, FusionDecision) and d.reason for d in decisions)
+    taken = [(d.kind, d.producer, d.consumer, d.taken) for d in decisions]
+    assert ("inline", "sub", "exp", True) in taken and ("inline", "exp", "div", False) in taken
+    assert ("vertical", "amax", "exp", True) in taken and ("vertical", "exp", "sum", True) in taken
+
+
+def test_layer_norm_statistics_stay_buffers_read_once_per_row():
+    def body(b, x, w, bias):
+        return b.op("aten.native_layer_norm.default", x, [32], w, bias, 1e-5)[0]
+
+    graph = make_graph("ln", {"x": ((4, 32), F32), "w": ((32,), F32), "bias": ((32,), F32)}, body)
+    _, inlined, plan = scheduled(graph)
+    assert len(plan.groups) == 1
+    broadcast = [d for d in inlined if not d.taken]
+    assert broadcast and all("broadcast" in d.reason for d in broadcast)
+
+
+def test_expensive_producer_with_several_consumers_stays_a_buffer():
+    def body(b, x):
+        t = x
+        for op in ("sin", "cos", "exp", "tanh", "sigmoid"):
+            t = b.op(f"aten.{op}.default", t)
+        return b.op("aten.mul.Tensor", t, 2.0), b.op("aten.add.Tensor", t, 1.0)
+
+    program, inlined, _ = scheduled(make_graph("dup", {"x": ((4, 8), F32)}, body))
+    refused = [d for d in inlined if not d.taken]
+    assert refused and all("load sites" in d.reason for d in refused)
+    cost = int(refused[0].reason.split("cost ")[1].split(" ")[0])
+    assert cost * 2 > MAX_DUPLICATED_OPS and "x 2 load sites" in refused[0].reason
+    assert len(program.buffers) == 3  # the chain, then its two cheap consumers
+
+
+def test_cross_row_read_is_refused_and_still_correct_shape():
+    # softmax over columns of a square matrix: the statistics are indexed by the column (i1), which
+    # is not the outer loop of the rows; grouping them would read a column maximum not yet computed.
+    _, _, plan = scheduled(make_graph("colsoftmax", {"x": ((16, 16), F32)}, lambda b, x: softmax(b, x, 0)))
+    refused = {d.consumer: d.reason for d in plan.decisions if not d.taken and d.producer != "exp"}
+    assert "it reads amax at i1, outside the outer iteration" in refused["exp"]
+    assert "it reads sum at i1, outside the outer iteration" in refused["div"]
+    assert len(plan.groups) == 4  # nothing shares the row loop with a column statistic
+
+
+def test_siblings_reading_the_same_rows_fuse_horizontally():
+    def body(b, x):
+        return b.op("aten.sum.dim_IntList", x, [1]), b.op("aten.amax.default", x, [1])
+
+    _, _, plan = scheduled(make_graph("siblings", {"x": ((8, 16), F32)}, body))
+    assert len(plan.groups) == 1
+    assert [d.kind for d in plan.decisions if d.taken] == ["horizontal"]
+
+
+def test_fusion_decisions_are_logged(caplog):
+    with caplog.at_level(logging.INFO, logger="torchsmith.inductor.fusion"):
+        scheduled(make_graph("softmax", {"x": ((8, 16), F32)}, softmax))
+    text = caplog.text
+    assert "inline sub -> exp: fused" in text and "inline exp -> sum: refused" in text
+    assert "vertical amax -> exp: fused" in text
+
+
+# ---- compiled against eager -------------------------------------------------------------------------
+
+
+def test_softmax_one_kernel_matches_eager_and_emits_events():
+    graph = make_graph("softmax", {"x": ((37, 300), F32)}, softmax)
+    with observe() as events:
+        compiled = compile_graph(graph)
+    assert kernel_count(compiled) == 1
+    assert_matches_eager(compiled, graph, torch.randn(37, 300) * 4)
+    kinds = {(e.stage, e.kind) for e in events}
+    assert {("inductor", k) for k in ("loops", "fusion", "code", "time")} <= kinds
+    code = next(e for e in events if e.kind == "code")
+    assert code.payload["language"] == "c++"
+    fusion = next(e for e in events if e.kind == "fusion")
+    assert fusion.payload["decisions"] == compiled.decisions and compiled.decisions
+
+
+def test_log_softmax_layer_norm_gelu_residual_and_epilogues():
+    def body(b, x, y, w, bias):
+        lsm = b.op("aten._log_softmax.default", x, 1, False)
+        ln = b.op("aten.native_layer_norm.default", y, [48], w, bias, 1e-5)[0]
+        h = b.op("aten.add.Tensor", y, b.op("aten.gelu.default", ln, approximate="tanh"))  # residual
+        scaled = b.op("aten.mul.Tensor", b.op("aten.sum.dim_IntList", x, [1]), 2.0)  # reduction epilogue
+        total = b.op("aten.mul.Tensor", b.op("aten.sum.default", y), 0.5)  # full reduction epilogue
+        return lsm, h, scaled, total
+
+    types = {"x": ((20, 33), F32), "y": ((20, 48), F32), "w": ((48,), F32), "bias": ((48,), F32)}
+    graph = make_graph("mix", types, body)
+    compiled = compile_graph(graph)
+    # log_softmax with its epilogue sibling, layer norm with gelu and the residual, the full sum.
+    assert kernel_count(compiled) == 3
+    args = (torch.randn(20, 33) * 3, torch.randn(20, 48), torch.randn(48), torch.randn(48))
+    assert_matches_eager(compiled, graph, *args, rtol=1e-4, atol=1e-4)
+
+
+def test_symbolic_sizes_and_non_contiguous_input():
+    s0, s1 = symbol("s0"), symbol("s1")
+    x_type = TensorType.make((s0, s1), F32, strides=(1, s0))  # a transposed input
+
+    def prims_softmax(b, x):  # prims infer their types symbolically (aten ops would need out_type=)
+        def row_stat(op, t):
+            return b.op("prims.broadcast_in_dim", b.op(op, t, [1]), [s0, s1], [0])
+
+        e = b.op("prims.exp", b.op("prims.sub", x, row_stat("prims.amax", x)))
+        return b.op("prims.div", e, row_stat("prims.sum", e))
+
+    graph = make_graph("sym_softmax", {"x": x_type}, prims_softmax)
+    compiled = compile_graph(graph)
+    assert kernel_count(compiled) == 1
+    for rows, cols in ((5, 7), (33, 130)):
+        x = torch.randn(cols, rows).t()
+        assert_matches_eager(compiled, graph, x)
+
+
+def test_column_softmax_is_correct_when_grouping_is_refused():
+    graph = make_graph("colsoftmax", {"x": ((16, 16), F32)}, lambda b, x: softmax(b, x, 0))
+    compiled = compile_graph(graph)
+    assert kernel_count(compiled) == 4
+    assert_matches_eager(compiled, graph, torch.randn(16, 16))
+
+
+def test_output_code_log_names_the_origin_of_each_fused_buffer(caplog):
+    graph = make_graph("softmax_log", {"x": ((6, 10), F32)}, softmax)
+    with caplog.at_level(logging.INFO, logger="torchsmith.inductor.output_code"):
+        compile_graph(graph)
+    text = caplog.text
+    assert "kernel0:" in text and "prims.amax" in text and "after inlining" in text
+    assert "memory plan" in text and 'extern "C"' in text
+
+
+def test_elementwise_chain_read_through_a_reshape_is_inlined_by_flat_offset():
+    def body(b, x, y):
+        t = b.op("aten.mul.Tensor", b.op("aten.exp.default", x), y)  # [4, 6, 8], elementwise
+        return b.op("aten.sum.dim_IntList", b.op("aten.view.default", t, [24, 8]), [1])
+
+    graph = make_graph("flat", {"x": ((4, 6, 8), F32), "y": ((4, 6, 8), F32)}, body)
+    program, inlined, plan = scheduled(graph)
+    assert all(d.taken for d in inlined) and len(program.buffers) == 1
+    assert str(program.buffers[0].body.value) == "mul(exp(load(x, 8*i0 + r0)), load(y, 8*i0 + r0))"
+    compiled = compile_graph(graph)
+    assert_matches_eager(compiled, graph, torch.randn(4, 6, 8), torch.randn(4, 6, 8), rtol=1e-5, atol=1e-5)
+
+
+def test_a_graph_of_extern_calls_only_builds_nothing(monkeypatch):
+    import torchsmith.inductor.compile_fx as compile_fx
+
+    def no_build(source):
+        raise AssertionError("a graph without kernels must not run the C++ compiler")
+
+    monkeypatch.setattr(compile_fx, "load_library", no_build)
+    graph = make_graph("mm_only", {"x": ((3, 4), F32), "w": ((4, 5), F32)},
+                       lambda b, x, w: b.op("aten.mm.default", x, w))  # fmt: skip
+    compiled = compile_graph(graph)
+    assert kernel_count(compiled) == 0
+    assert_matches_eager(compiled, graph, torch.randn(3, 4), torch.randn(4, 5))

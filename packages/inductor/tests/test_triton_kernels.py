@@ -1,0 +1,288 @@
+"""Triton kernels generated from the loop IR, against eager: pointwise (1-D and tiled), every
+reduction type (persistent and looped), fused softmax and layer norm, masks, half precision,
+symbolic sizes, gathers. On a GPU they run on CUDA tensors; here in Triton's interpreter
+(TRITON_INTERPRET=1) on CPU tensors, so shapes stay small."""
+
+import os
+
+import pytest
+import torch
+
+# Without a GPU, kernels run in Triton's interpreter on CPU tensors. It must be chosen before triton
+# is first imported: triton's own helpers (tl.cdiv, ...) are jitted at import.
+if not torch.cuda.is_available():
+    os.environ["TRITON_INTERPRET"] = "1"
+pytest.importorskip("triton", reason="triton is not installed (pip install triton==3.6.0)")
+
+from torchsmith.inductor import lower, to_prims  # noqa: E402
+from torchsmith.inductor.loop_ir import ComputedBuffer, Reduction  # noqa: E402
+from torchsmith.inductor.testing import assert_matches_eager, make_graph  # noqa: E402
+from torchsmith.inductor.triton_codegen import generate_triton  # noqa: E402
+from torchsmith.inductor.triton_graph import compile_graph_triton  # noqa: E402
+from torchsmith.ir import TensorType  # noqa: E402
+from torchsmith.ir.symbolic import symbol  # noqa: E402
+
+F32, F16, BF16, I64 = torch.float32, torch.float16, torch.bfloat16, torch.int64
+ON_GPU = torch.cuda.is_available()
+DEVICE = "cuda" if ON_GPU else "cpu"
+HALF_TOLERANCE = {F16: dict(atol=2e-2, rtol=2e-2), BF16: dict(atol=6e-2, rtol=2e-2), F32: {}}
+
+
+def t(*shape, dtype=F32):
+    return TensorType.make(shape, dtype, device=DEVICE)
+
+
+def randn(*shape, dtype=F32):
+    return torch.randn(*shape, dtype=dtype, device=DEVICE)
+
+
+def softmax(b, x):
+    m = b.op("aten.amax.default", x, [1], True)
+    e = b.op("aten.exp.default", b.op("aten.sub.Tensor", x, m))
+    return b.op("aten.div.Tensor", e, b.op("aten.sum.dim_IntList", e, [1], True))
+
+
+def layer_norm(b, x, w, bias):
+    m = b.op("aten.mean.dim", x, [1], True)
+    centered = b.op("aten.sub.Tensor", x, m)
+    var = b.op("aten.mean.dim", b.op("aten.mul.Tensor", centered, centered), [1], True)
+    scale = b.op("aten.rsqrt.default", b.op("aten.add.Tensor", var, 1e-5))
+    normed = b.op("aten.mul.Tensor", b.op("aten.mul.Tensor", centered, scale), w)
+    return b.op("aten.add.Tensor", normed, bias)
+
+
+def row_groups(graph):
+    """One group for every buffer over the rows of the first reduction (softmax, layer norm as
+    one kernel); the rest alone. The fusion a GPU scheduler would choose for these graphs."""
+    program = lower(to_prims(graph))
+    buffers = [b for b in program.buffers if isinstance(b, ComputedBuffer)]
+    outer = next(b.body.ranges for b in buffers if isinstance(b.body, Reduction))
+    rows = tuple(b for b in buffers if tuple(b.body.ranges[: len(outer)]) == tuple(outer))
+    return [(b,) for b in buffers if b not in rows] + [rows]
+
+
+def test_pointwise_chain_with_broadcast_is_one_kernel():
+    def body(b, x, y):
+        return b.op("aten.mul.Tensor", b.op("aten.exp.default", b.op("aten.add.Tensor", x, y)), 2.0)
+
+    graph = make_graph("chain", {"x": t(5, 7), "y": t(7)}, body)
+    compiled = compile_graph_triton(graph)
+    assert [k.kind for k in compiled.kernels] == ["pointwise"]
+    assert "xmask" in compiled.source and "@triton.jit" in compiled.source
+    assert_matches_eager(compiled, graph, randn(5, 7), randn(7))
+
+
+def test_masked_tail_past_the_last_block():
+    # 1500 elements: a block of 1024 and a tail of 476 whose masked lanes must not be stored.
+    graph = make_graph("tail", {"x": t(1500)}, lambda b, x: b.op("aten.sin.default", x))
+    compiled = compile_graph_triton(graph)
+    assert dict(compiled.kernels[0].configs[0])["XBLOCK"] < 1500
+    assert_matches_eager(compiled, graph, randn(1500))
+
+
+def test_transposed_read_is_tiled():
+    graph = make_graph(
+        "transpose", {"x": t(33, 17)}, lambda b, x: b.op("aten.mul.Tensor", b.op("aten.t.default", x), 2)
+    )
+    compiled = compile_graph_triton(graph)
+    assert [k.kind for k in compiled.kernels] == ["tiled"]
+    assert "yindex" in compiled.source
+    assert_matches_eager(compiled, graph, randn(33, 17))
+
+
+@pytest.mark.parametrize("dtype", [F16, BF16])
+def test_half_precision_computes_in_float32(dtype):
+    def body(b, x, y):
+        return b.op("aten.tanh.default", b.op("aten.add.Tensor", b.op("aten.mul.Tensor", x, y), 1))
+
+    graph = make_graph("half", {"x": t(9, 31, dtype=dtype), "y": t(9, 31, dtype=dtype)}, body)
+    compiled = compile_graph_triton(graph)
+    assert ".to(tl.float32)" in compiled.source
+    x, y = randn(9, 31, dtype=dtype), randn(9, 31, dtype=dtype)
+    assert_matches_eager(compiled, graph, x, y, **HALF_TOLERANCE[dtype])
+
+
+def test_every_reduction_type():
+    def body(b, x, k):
+        return (
+            b.op("aten.sum.dim_IntList", x, [0, 2]),
+            b.op("aten.prod.dim_int", x, 1),
+            b.op("aten.amax.default", x, [1]),
+            b.op("aten.amin.default", x, [0, 1, 2]),
+            b.op("aten.argmax.default", x, 2),
+            b.op("aten.argmin.default", x, 0),
+            b.op("aten.sum.dim_IntList", k, [1]),
+            b.op("aten.argmin.default", k, 1),
+        )
+
+    graph = make_graph("reductions", {"x": t(5, 6, 7), "k": t(9, 11, dtype=I64)}, body)
+    compiled = compile_graph_triton(graph)
+    k = torch.randint(-3, 3, (9, 11), device=DEVICE)  # ties: the first position must win
+    assert_matches_eager(compiled, graph, randn(5, 6, 7), k, rtol=1e-5, atol=1e-5)
+
+
+def test_nan_propagates_and_ties_pick_the_first():
+    def body(b, x):
+        return (
+            b.op("aten.amax.default", x, [1]),
+            b.op("aten.argmax.default", x, 1),
+            b.op("aten.argmin.default", x, 1),
+        )
+
+    graph = make_graph("nan", {"x": t(4, 9)}, body)
+    compiled = compile_graph_triton(graph)
+    x = randn(4, 9)
+    x[0, 5] = float("nan")
+    x[1, :] = float("-inf")
+    x[2, 3] = x[2, 6] = 50.0
+    assert_matches_eager(compiled, graph, x)
+
+
+def test_looped_reductions_over_long_rows():
+    def body(b, x):
+        var, mean = b.op("aten.var_mean.correction", x, [1], correction=1)
+        return (
+            b.op("aten.sum.dim_IntList", x, [1]),
+            b.op("aten.amax.default", x, [1]),
+            b.op("aten.argmax.default", x, 1),
+            var,
+            mean,
+        )
+
+    graph = make_graph("long", {"x": t(2, 1100)}, body)
+    compiled = compile_graph_triton(graph)
+    assert "roffset" in compiled.source  # rows longer than a block loop over it
+    x = randn(2, 1100) * 2 + 5
+    x[1, 1034] = float("nan")
+    assert_matches_eager(compiled, graph, x, rtol=1e-4, atol=1e-4)
+
+
+def test_reduction_over_the_outer_dim():
+    graph = make_graph("columns", {"x": t(37, 5)}, lambda b, x: b.op("aten.sum.dim_IntList", x, [0]))
+    compiled = compile_graph_triton(graph)
+    assert_matches_eager(compiled, graph, randn(37, 5), rtol=1e-5, atol=1e-5)
+
+
+def test_long_narrow_reductions_are_split_in_two():
+    def body(b, x, y):
+        return b.op("aten.sum.dim_IntList", x, [0]), b.op("aten.amax.default", y, [0])
+
+    graph = make_graph("columns", {"x": t(16384, 3), "y": t(16384)}, body)
+    compiled = compile_graph_triton(graph)
+    # Each reduction: partial results over pieces of the column, then a short reduction of those.
+    assert [k.kind for k in compiled.kernels] == ["reduction"] * 4
+    assert any(b.name.endswith("_partial") for b in compiled.program.buffers)
+    x, y = randn(16384, 3), randn(16384)
+    y[9999] = float("nan")
+    assert_matches_eager(compiled, graph, x, y, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("cols", [50, 1500])
+def test_softmax_is_one_kernel(cols):
+    graph = make_graph("softmax", {"x": t(6, cols)}, softmax)
+    compiled = compile_graph_triton(graph, groups=row_groups(graph))
+    assert [k.kind for k in compiled.kernels] == ["reduction"]
+    assert ("roffset" in compiled.source) == (cols > 1024)  # persistent when the row fits a block
+    assert_matches_eager(compiled, graph, randn(6, cols) * 3)
+
+
+@pytest.mark.parametrize("dtype", [F32, F16, BF16])
+def test_layer_norm_rows_in_one_kernel(dtype):
+    graph = make_graph(
+        "layer_norm",
+        {"x": t(9, 40, dtype=dtype), "w": t(40, dtype=dtype), "bias": t(40, dtype=dtype)},
+        layer_norm,
+    )
+    compiled = compile_graph_triton(graph, groups=row_groups(graph))
+    assert [k.kind for k in compiled.kernels].count("reduction") == 1
+    inputs = randn(9, 40, dtype=dtype), randn(40, dtype=dtype), randn(40, dtype=dtype)
+    assert_matches_eager(compiled, graph, *inputs, **HALF_TOLERANCE[dtype])
+
+
+def test_scheduler_groups_softmax_and_layer_norm():
+    graph = make_graph("softmax", {"x": t(4, 30, dtype=BF16)}, softmax)
+    compiled = compile_graph_triton(graph)
+    assert [k.kind for k in compiled.kernels] == ["reduction"]
+    assert_matches_eager(compiled, graph, randn(4, 30, dtype=BF16), **HALF_TOLERANCE[BF16])
+    graph = make_graph("layer_norm", {"x": t(3, 24), "w": t(24), "bias": t(24)}, layer_norm)
+    compiled = compile_graph_triton(graph)
+    assert_matches_eager(compiled, graph, randn(3, 24), randn(24), randn(24), rtol=1e-5, atol=1e-5)
+
+
+def test_symbolic_sizes_are_kernel_arguments():
+    s0, s1 = symbol("s0"), symbol("s1")
+
+    def softmax_rows(b, x):
+        m = b.op("prims.amax", x, [1])
+        e = b.op("prims.exp", b.op("prims.sub", x, b.op("prims.broadcast_in_dim", m, [s0, 12], [0])))
+        total = b.op("prims.sum", e, [1])
+        return b.op("prims.div", e, b.op("prims.broadcast_in_dim", total, [s0, 12], [0]))
+
+    graph = make_graph("dynamic", {"x": t(s0, 12)}, softmax_rows)
+    compiled = compile_graph_triton(graph)
+    assert "s0" in compiled.source.split("def kernel0")[1].split(")")[0]
+    for batch in (1, 5, 37):
+        assert_matches_eager(compiled, graph, randn(batch, 12))
+
+    def sums(b, x):
+        return b.op("prims.sum", x, [1]), b.op("prims.mul", x, 2.0)
+
+    graph = make_graph("dynamic2", {"x": t(s0, s1)}, sums)
+    compiled = compile_graph_triton(graph)
+    for shape in [(3, 5), (2, 1100)]:
+        assert_matches_eager(compiled, graph, randn(*shape), rtol=1e-5, atol=1e-5)
+
+
+def test_gather_reads_through_an_index():
+    def body(b, w, i):
+        return b.op("aten.embedding.default", w, i)
+
+    graph = make_graph("embedding", {"w": t(10, 8), "i": t(3, 4, dtype=I64)}, body)
+    compiled = compile_graph_triton(graph)
+    indices = torch.randint(0, 10, (3, 4), device=DEVICE)
+    assert_matches_eager(compiled, graph, randn(10, 8), indices)
+
+
+def test_group_reading_another_row_of_a_reduction_is_split():
+    def body(b, x):
+        return b.op("aten.add.Tensor", x, b.op("aten.sum.dim_IntList", x, [1]))  # sums broadcast along rows
+
+    graph = make_graph("split", {"x": t(4, 4)}, body)
+    program = lower(to_prims(graph))
+    group = tuple(b for b in program.buffers if isinstance(b, ComputedBuffer))
+    assert len(group) == 2
+    _, kernels = generate_triton(program, [group])
+    assert len(kernels) == 2  # row i0 needs the sums of every row: not in registers of one program
+    compiled = compile_graph_triton(graph, groups=[group])
+    assert_matches_eager(compiled, graph, randn(4, 4))
+
+
+def test_elementwise_op_table():
+    unary = ["exp", "expm1", "log1p", "tanh", "erf", "erfc", "sign", "floor", "ceil", "round", "trunc",
+             "sigmoid", "abs", "neg", "rsqrt", "sin", "atan", "sinh", "reciprocal"]  # fmt: skip
+
+    def body(b, x, y, k, j):
+        outs = [b.op(f"aten.{name}.default", x) for name in unary]
+        outs += [
+            b.op("aten.atan2.default", x, y),
+            b.op("aten.pow.Tensor_Tensor", b.op("aten.abs.default", x), y),
+            b.op("aten.fmod.Tensor", x, y),
+            b.op("aten.remainder.Tensor", x, y),
+            b.op("aten.maximum.default", x, y),
+            b.op("aten.where.self", b.op("aten.gt.Tensor", x, y), x, y),
+            b.op("aten.logical_and.default", b.op("aten.gt.Scalar", x, 0), b.op("aten.lt.Scalar", y, 0)),
+            b.op("aten.isnan.default", x),
+            b.op("aten.remainder.Tensor", k, j),
+            b.op("aten.fmod.Tensor", k, j),
+            b.op("aten.bitwise_xor.Tensor", k, j),
+        ]
+        return tuple(outs)
+
+    types = {"x": t(6, 7), "y": t(6, 7), "k": t(6, 7, dtype=I64), "j": t(6, 7, dtype=I64)}
+    graph = make_graph("ops", types, body)
+    compiled = compile_graph_triton(graph)
+    x, y = randn(6, 7) * 2, randn(6, 7) + 0.1
+    x[0, 0] = float("nan")
+    k = torch.randint(-20, 20, (6, 7), device=DEVICE)
+    j = torch.randint(1, 6, (6, 7), device=DEVICE) * (torch.randint(0, 2, (6, 7), device=DEVICE) * 2 - 1)
+    assert_matches_eager(compiled, graph, x, y, k, j, rtol=1e-5, atol=1e-5)

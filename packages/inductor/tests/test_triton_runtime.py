@@ -1,0 +1,154 @@
+"""The Triton runtime around the kernels: launch-config tuning remembered on disk, input checks,
+the matmul template with fused epilogues (max-autotune) and CUDA graph replay (reduce-overhead).
+On a GPU everything runs on CUDA; here kernels run in Triton's interpreter and CUDA graphs only
+check their refusals."""
+
+import json
+import logging
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():  # before triton's first import: see test_triton_kernels
+    os.environ["TRITON_INTERPRET"] = "1"
+pytest.importorskip("triton", reason="triton is not installed (pip install triton==3.6.0)")
+
+from torchsmith.inductor import triton_runtime  # noqa: E402
+from torchsmith.inductor.cuda_graphs import cudagraphify, skip_reason  # noqa: E402
+from torchsmith.inductor.errors import LoweringError, RuntimeCallError  # noqa: E402
+from torchsmith.inductor.testing import assert_matches_eager, make_graph  # noqa: E402
+from torchsmith.inductor.triton_graph import compile_graph_triton  # noqa: E402
+from torchsmith.inductor.triton_matmul import ACTIVATIONS, eager_linear, matmul_epilogue, tuned_linear  # noqa: E402
+from torchsmith.ir import TensorType  # noqa: E402
+
+ON_GPU = torch.cuda.is_available()
+DEVICE = "cuda" if ON_GPU else "cpu"
+F32 = torch.float32
+
+
+def t(*shape, dtype=F32):
+    return TensorType.make(shape, dtype, device=DEVICE)
+
+
+def randn(*shape, dtype=F32):
+    return torch.randn(*shape, dtype=dtype, device=DEVICE)
+
+
+def gelu_graph(n: int):
+    return make_graph("gelu", {"x": t(n)}, lambda b, x: b.op("aten.gelu.default", x))
+
+
+def test_tuned_config_is_remembered_on_disk(monkeypatch, private_cache_dir):
+    monkeypatch.setattr(triton_runtime, "TUNE_IN_INTERPRETER", True)
+    graph = gelu_graph(4096)  # big enough that the pointwise configs differ
+    compiled = compile_graph_triton(graph)
+    assert len(compiled.kernels[0].configs) > 1
+    before = triton_runtime.STATS.benchmarked
+    assert_matches_eager(compiled, graph, randn(4096), rtol=1e-5, atol=1e-5)
+    assert triton_runtime.STATS.benchmarked == before + 1
+    choices = json.loads((private_cache_dir / "inductor_triton" / "autotune.json").read_text())
+    assert any(compiled.kernels[0].name in key and "[4096]" in key for key in choices)
+    # A new process: nothing in memory, the choice comes from disk and nothing is timed again.
+    monkeypatch.setattr(triton_runtime, "_CHOICES", {})
+    hits = triton_runtime.STATS.disk_hits
+    again = compile_graph_triton(graph)
+    assert_matches_eager(again, graph, randn(4096), rtol=1e-5, atol=1e-5)
+    assert triton_runtime.STATS.disk_hits == hits + 1
+    assert triton_runtime.STATS.benchmarked == before + 1
+
+
+def test_inputs_unlike_the_compiled_ones_are_refused():
+    graph = gelu_graph(64)
+    compiled = compile_graph_triton(graph)
+    with pytest.raises(RuntimeCallError, match="recompile"):
+        compiled(randn(65))
+
+
+def test_cpu_graph_without_the_interpreter_is_refused(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    graph = make_graph("cpu", {"x": TensorType.make((4,), F32)}, lambda b, x: b.op("aten.relu.default", x))
+    with pytest.raises(LoweringError, match="CUDA tensors"):
+        compile_graph_triton(graph)
+
+
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+def test_matmul_template_fuses_its_epilogue(activation):
+    a, b, bias, residual = randn(33, 20), randn(20, 17), randn(17), randn(33, 17)
+    config = (16, 16, 16, 4, 1)
+    got = matmul_epilogue(a, b, bias, activation, residual, config=config)
+    torch.testing.assert_close(got, eager_linear(a, b, bias, activation, residual), rtol=1e-4, atol=1e-4)
+
+
+def test_matmul_template_in_half_precision():
+    # The interpreter's tl.dot misreads bfloat16 tiles (NumPy has no bfloat16): float16 there.
+    dtype = torch.bfloat16 if ON_GPU else torch.float16
+    a, b = randn(40, 24, dtype=dtype), randn(24, 18, dtype=dtype)
+    got = matmul_epilogue(a, b, config=(16, 16, 16, 4, 1))
+    assert got.dtype == dtype
+    torch.testing.assert_close(got, eager_linear(a, b), rtol=2e-2, atol=5e-2)
+
+
+def test_tuned_linear_matches_eager():
+    a, b, bias = randn(64, 32), randn(32, 48), randn(48)
+    torch.testing.assert_close(
+        tuned_linear(a, b, bias, "relu"), eager_linear(a, b, bias, "relu"), rtol=1e-4, atol=1e-4
+    )
+
+
+def test_max_autotune_option_compiles_matmuls():
+    def body(b, x, w):
+        return b.op("aten.relu.default", b.op("aten.mm.default", x, w))
+
+    graph = make_graph("mlp", {"x": t(16, 8), "w": t(8, 12)}, body)
+    compiled = compile_graph_triton(graph, options={"max_autotune": True})
+    assert_matches_eager(compiled, graph, randn(16, 8), randn(8, 12), rtol=1e-4, atol=1e-4)
+
+
+def test_cuda_graphs_refuse_what_they_cannot_replay(caplog):
+    assert "mutates inputs [0]" in skip_reason([torch.ones(2)], mutated_inputs=[0])
+    reason = skip_reason([torch.ones(2)])
+    assert "cpu tensor" in reason or "CUDA is not available" in reason
+    runner = cudagraphify(lambda x: [x * 2])
+    with caplog.at_level(logging.INFO, logger="torchsmith.inductor.cudagraphs"):
+        out = runner(torch.ones(3))
+    torch.testing.assert_close(out[0], torch.full((3,), 2.0))
+    assert runner.recordings == 0 and runner.skipped
+    assert "CUDA graphs skipped" in caplog.text
+
+
+@pytest.mark.skipif(not ON_GPU, reason="CUDA graphs need a GPU")
+def test_cuda_graph_replays_and_never_overwrites_returned_outputs():
+    def body(b, x, y):
+        return b.op("aten.sum.dim_IntList", b.op("aten.mul.Tensor", x, y), [1])
+
+    graph = make_graph("replay", {"x": t(64, 128), "y": t(64, 128)}, body)
+    compiled = compile_graph_triton(graph, options={"triton.cudagraphs": True})
+    x1, y1, x2, y2 = randn(64, 128), randn(64, 128), randn(64, 128), randn(64, 128)
+    first = compiled(x1, y1)[0]
+    kept = first.clone()
+    second = compiled(x2, y2)[0]
+    assert compiled.recordings == 1 and compiled.replays == 2
+    torch.testing.assert_close(first, kept)  # the second replay did not write into the first result
+    torch.testing.assert_close(second, (x2 * y2).sum(1), rtol=1e-4, atol=1e-4)
+
+
+def test_matmul_consumer_runs_as_the_template_epilogue(monkeypatch):
+    from torchsmith.inductor import triton_mm_epilogue
+
+    def body(b, x, w, bias, r):
+        return b.op("aten.add.Tensor", b.op("aten.gelu.default", b.op("aten.addmm.default", bias, x, w)), r)
+
+    graph = make_graph("mlp", {"x": t(33, 20), "w": t(20, 17), "bias": t(17), "r": t(33, 17)}, body)
+    compiled = compile_graph_triton(graph, options={"max_autotune": True})
+    assert len(compiled.epilogues) == 1
+    fused = next(iter(compiled.epilogues.values()))
+    assert "tl.erf" in fused.template and "product" in fused.template
+    inputs = randn(33, 20), randn(20, 17), randn(17), randn(33, 17)
+    if not ON_GPU:  # nothing is timed in the interpreter: force the fused kernel, with a small tile
+        monkeypatch.setattr(triton_mm_epilogue, "ALWAYS_FUSE", True)
+        monkeypatch.setattr(triton_mm_epilogue, "CONFIGS", ((16, 16, 16, 4, 1),))
+    assert_matches_eager(compiled, graph, *inputs, rtol=1e-4, atol=1e-4)
+    assert fused.choice is not None
+    if not ON_GPU:
+        assert fused.choice == 0
