@@ -3,7 +3,7 @@
 The callable a backend returns is called as `compiled(*inputs)` and returns the graph's outputs as
 a list or tuple. Built in: `"eager"` (the graph as generated Python, run on eager PyTorch), `"aot_eager"`
 (torchsmith.autograd_aot with forward and backward graphs run as generated Python) and `"inductor"`
-(the default: autograd_aot, prims and generated C++ kernels; torchsmith.inductor.inductor_backend).
+(the default: autograd_aot, prims and generated C++ kernels; torchsmith.inductor_backend).
 Third-party packages add backends through the entry point group `torchsmith.backends`.
 
     >>> import torchsmith
@@ -87,10 +87,10 @@ def _aot_eager():
 
 
 def _inductor():
-    # torchsmith.inductor.inductor_backend: capture's graph through autograd_aot (forward and backward
+    # torchsmith.inductor_backend: capture's graph through autograd_aot (forward and backward
     # decomposed to prims) to generated kernels; it raises UnsupportedGraphError (stage "inductor",
     # op, source line) for graphs it cannot compile, and compile() decides whether to fall back.
-    from torchsmith.inductor import inductor_backend
+    from torchsmith.inductor_backend import inductor_backend
 
     return inductor_backend
 

@@ -4,15 +4,16 @@ kernels for the CPU and Triton kernels for the GPU, cached on disk by source has
     compiled = torchsmith.inductor.compile_graph(graph, example_inputs)
     outputs = compiled(*inputs)          # == torchsmith.ir.interpret(graph, *inputs)
 
-`inductor_backend(graph, example_inputs)` (backend.py) is `backend="inductor"`: it takes capture's
-`torch.*` graph through torchsmith.autograd_aot (forward and backward, decomposed to prims) to this
-package's kernels, and raises `UnsupportedGraphError` (stage, op, source line) for what it cannot
-compile. `register_device_compiler` is where a device's code generator plugs in.
+`compile_for_device(graph, example_inputs, options)` (backend.py) picks the code generator of the
+graph's device and raises `UnsupportedGraphError` (stage, op, source line) for what it cannot compile;
+`register_device_compiler` is where a device's code generator plugs in. `backend="inductor"` itself
+(capture's graph through torchsmith.autograd_aot to these kernels) is wired by compile_api, in
+`torchsmith.inductor_backend`.
 """
 
 from torchsmith.inductor.__about__ import __version__
 from torchsmith.inductor.backend import STATS as BACKEND_STATS
-from torchsmith.inductor.backend import inductor_backend, register_device_compiler
+from torchsmith.inductor.backend import compile_for_device, register_device_compiler
 from torchsmith.inductor.compile_fx import compile_graph, to_prims
 from torchsmith.inductor.cpp_build import STATS as BUILD_STATS
 from torchsmith.inductor.cpp_build import load_library
@@ -45,7 +46,7 @@ __all__ = [
     "compile_graph",
     "format_program",
     "generate_cpp",
-    "inductor_backend",
+    "compile_for_device",
     "load_library",
     "lower",
     "register_device_compiler",

@@ -1,10 +1,11 @@
-"""`backend="inductor"`: capture's torch-level graph, end to end to generated kernels.
+"""What `backend="inductor"` needs from the code generators: per-device compilers, support checks,
+and the passes around them. compile_api (`torchsmith.inductor_backend`) wires them to autograd_aot:
 
     check_supported (devices, dtypes)                    the whole torch-level graph, before tracing
     autograd_aot.aot_compile(decompose=to_prims_keep)    ATen joint graph -> prims, then min-cut partition
       forward  -> compile_for_device                     now (inference: the only graph)
-      backward -> compile_for_device                     on the first `.backward()` (checked now when
-                                                         options["fallback"] == "raise")
+      backward -> compile_for_device                     on the first `.backward()` (checked now by
+                                                         check_backward when options["fallback"] == "raise")
 
 The device of a graph picks its code generator in `DEVICE_COMPILERS` (`"cpu"`: the C++ backend,
 `"cuda"`: Triton); other devices plug in with `register_device_compiler`. Whatever the inductor cannot compile
@@ -14,7 +15,6 @@ falls back to eager itself (compile_api decides that, with one warning).
 
 import importlib.util
 import inspect
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -218,31 +218,6 @@ def with_input_strides(graph: Graph, example_inputs) -> Graph:
     )
 
 
-def _backward_compiler(options: dict | None) -> Compiler:
-    """The backward's compiler. It runs inside `.backward()`, where compile_api cannot fall back, so
-    with `options["fallback"] == "eager"` a graph the inductor refuses runs as eager ops (one warning)."""
-    fallback = (options or {}).get("fallback", "eager") == "eager"
-
-    def compile_backward(graph: Graph, example_inputs) -> Callable:
-        graph = with_input_strides(graph, example_inputs)
-        try:
-            return compile_for_device(graph, example_inputs, options)
-        except InductorError as e:
-            if not fallback:
-                raise
-            STATS.backward_fallbacks += 1
-            from torchsmith.autograd_aot.runtime import python_compiler
-
-            warnings.warn(
-                f"torchsmith: stage inductor could not compile the backward graph {graph.name}, which runs "
-                f"as eager ops instead: {e}",
-                stacklevel=2,
-            )
-            return python_compiler(graph, example_inputs)
-
-    return compile_backward
-
-
 def check_backward(graph: Graph) -> None:
     """Refuse now (at forward compile time) a backward graph the inductor could not compile later,
     in `.backward()`, where no fallback is possible: same checks as compiling it, without the build."""
@@ -296,33 +271,3 @@ def keep_output_strides(aten: Graph, prims: Graph) -> Graph:
         for node in prims.nodes
     )
     return prims.replace(nodes=nodes, outputs=tuple(map_arg(prims.outputs, swap)))
-
-
-def inductor_backend(graph: Graph, example_inputs, options: dict | None = None) -> Callable:
-    """The `"inductor"` backend (`backend(graph, example_inputs) -> callable`): capture's graph through
-    torchsmith.autograd_aot (forward compiled now; backward, when an input requires grad, compiled on
-    first use) to generated kernels. Raises `UnsupportedGraphError` for graphs it cannot compile.
-    `options` is compile_api's options dict (see torchsmith.compile): with "fallback": "eager" (the
-    default) a backward the inductor refuses runs as eager ops with one warning; with "raise" the
-    backward is checked when the forward compiles, and refused then.
-
-        >>> compiled = inductor_backend(graph, [x, w])   # doctest: +SKIP
-        >>> (y,) = compiled(x, w)                         # doctest: +SKIP
-    """
-    try:
-        from torchsmith.autograd_aot import aot_compile
-    except ImportError as e:  # an optional dependency: the code generator alone does not need it
-        raise InductorError(
-            "backend='inductor' needs torchsmith-autograd-aot: pip install 'torchsmith-inductor[backend]'"
-        ) from e
-
-    check_supported(graph)
-    # With the default fallback a backward the inductor refuses runs as eager ops (one warning), so
-    # checking it up front would only cost a second lowering (~6% of GPT-2's cold compile); with
-    # fallback="raise" the user wants the error now, not inside `.backward()`.
-    raising = (options or {}).get("fallback", "eager") != "eager"
-    return aot_compile(
-        graph, example_inputs, lambda g, inputs: compile_for_device(g, inputs, options),
-        _backward_compiler(options), decompose=to_prims_keep,
-        check_backward=check_backward if raising else None,
-    )

@@ -1,20 +1,15 @@
-"""backend="inductor" (backend.py): torch-level graphs through autograd_aot to generated kernels,
-compared with eager PyTorch; device hook, refusals with stage/op/source, backward fallback."""
+"""backend="inductor" (torchsmith.inductor_backend over torchsmith.inductor.backend): torch-level graphs
+through autograd_aot to generated kernels, compared with eager PyTorch; device hook, refusals with
+stage/op/source, backward fallback."""
 
 import pytest
 import torch
 
-pytest.importorskip("torchsmith.autograd_aot", reason="inductor_backend needs torchsmith-autograd-aot")
-
-from torchsmith.inductor import (  # noqa: E402
-    BACKEND_STATS,
-    LoweringError,
-    UnsupportedGraphError,
-    inductor_backend,
-)
-from torchsmith.inductor import backend as backend_module  # noqa: E402
-from torchsmith.inductor.testing import make_graph  # noqa: E402
-from torchsmith.ir import TensorType, interpret  # noqa: E402
+from torchsmith.inductor import BACKEND_STATS, LoweringError, UnsupportedGraphError
+from torchsmith.inductor import backend as backend_module
+from torchsmith.inductor.testing import make_graph
+from torchsmith.inductor_backend import inductor_backend
+from torchsmith.ir import TensorType, interpret
 
 
 def mlp_graph():
