@@ -1,6 +1,7 @@
 """Python semantics inside compiled functions, part two: recursion, globals, classes, named tuples,
 dataclasses, functools.partial (part one is cf_python.py)."""
 
+import collections.abc
 import dataclasses
 import functools
 
@@ -508,3 +509,43 @@ def dataclass_with_default_factory_runs_as_eager():
         return x * len(w.items)
 
     return one(f, T(2))
+
+
+class Registry(collections.abc.Mapping):
+    """A Mapping whose get() catches the KeyError of __getitem__ (transformers' attention registry)."""
+
+    def __init__(self, table):
+        self._table = dict(table)
+
+    def __getitem__(self, key):
+        return self._table[key]
+
+    def __iter__(self):
+        return iter(self._table)
+
+    def __len__(self):
+        return len(self._table)
+
+
+REGISTRY = Registry({"double": lambda x: x * 2})
+
+
+@program(P, graphs=1, breaks=0)
+def mapping_get_with_a_missing_key():
+    def f(x):
+        missing = REGISTRY.get("eager")
+        fn = REGISTRY.get("double")
+        return fn(x) if missing is None else x, "double" in REGISTRY, "eager" in REGISTRY
+
+    return one(f, T(3))
+
+
+@program(P, graphs=1, breaks=0)
+def finfo_and_tensor_type_inside_the_function():
+    def f(x):
+        low = torch.finfo(x.dtype).min
+        big = torch.iinfo(torch.int32).max
+        y = x.masked_fill(x < 0, low).type(torch.float64)
+        return y, x.type(), big
+
+    return one(f, T(4))

@@ -5,6 +5,7 @@ torch functions and Tensor methods become graph nodes (see tensors.py for the na
 and the `math`/`operator` modules fold on constants (builtins.py); anything else is a graph break.
 """
 
+import collections.abc
 import functools
 import inspect
 import types
@@ -235,7 +236,9 @@ class CallOps(BuiltinOps):
         """`dict.get(obj, key)` (and `__getitem__`, `__contains__`) on a dict subclass reached through a
         source, as `super().get(key)` calls it: read now, guarded by the same read at call time."""
         owner = args[0]
-        if owner.source is None or not isinstance(owner.value, dict):
+        # a Mapping's get/__contains__ catch the KeyError of __getitem__: capture does not trace except
+        # clauses, so the read happens now and is guarded by the same read at call time
+        if owner.source is None or not isinstance(owner.value, (dict, collections.abc.Mapping)):
             return None
         try:
             rest = [self.as_python(a) for a in args[1:]]
@@ -408,12 +411,28 @@ class CallOps(BuiltinOps):
             raise Unsupported(f"Tensor.{name}() reads tensor data (data-dependent)")
         if name in METADATA_METHODS:
             return self.tensor_metadata(tensor, name, args, kwargs)
-        if name in ("type", "__repr__", "__str__", "__format__", "__hash__", "__array__"):
+        if name == "type":
+            return self.tensor_type_method(tensor, args, kwargs)
+        if name in ("__repr__", "__str__", "__format__", "__hash__", "__array__"):
             raise Unsupported(f"Tensor.{name}()")
         fn = getattr(torch.Tensor, name, None)
         if fn is None or not callable(fn):
             raise Unsupported(f"Tensor has no method {name!r}")
         return self.record(f"torch.Tensor.{name}", fn, [tensor, *args], kwargs)
+
+    def tensor_type_method(self, tensor: TensorVar, args, kwargs):
+        """`x.type()` is the type name (from dtype and device, no data); `x.type(dtype)` a cast, as `x.to`."""
+        dtype = args[0] if args else kwargs.get("dtype")
+        if dtype is None:
+            t = tensor.type
+            name = torch.empty(0, dtype=t.dtype).type()  # e.g. "torch.FloatTensor"
+            device = torch.device(t.device).type
+            return ConstVar(name if device == "cpu" else name.replace("torch.", f"torch.{device}.", 1))
+        value = self.as_python(dtype)
+        if not isinstance(value, torch.dtype):
+            raise Unsupported(f"Tensor.type({value!r}) with a type name (pass a torch.dtype)")
+        rest = {k: v for k, v in kwargs.items() if k == "non_blocking"}
+        return self.record("torch.Tensor.to", torch.Tensor.to, [tensor, ConstVar(value)], rest)
 
     def tensor_metadata(self, tensor: TensorVar, name: str, args, kwargs):
         t = tensor.type
@@ -467,7 +486,8 @@ class CallOps(BuiltinOps):
             if created is not None:
                 return created
             raise Unsupported(f"creating module {cls.__name__} inside the compiled function")
-        if cls.__module__ in ("builtins",) or issubclass(cls, BaseException):
+        pure = cls.__module__ == "builtins" or issubclass(cls, BaseException) or cls in _PURE_CLASSES
+        if pure:
             return self.call_pure(cls, args, kwargs)
         raise Unsupported(f"creating an instance of {cls.__qualname__} inside the compiled function")
 
@@ -489,7 +509,14 @@ def allowed_op_name(fn) -> str:
 _ALLOWED: dict = {}
 
 # read-only dict methods capture evaluates on a guarded dict subclass (see read_dict_subclass)
-_DICT_READS = (dict.get, dict.__getitem__, dict.__contains__)
+_DICT_READS = (
+    dict.get,
+    dict.__getitem__,
+    dict.__contains__,
+    collections.abc.Mapping.get,
+    collections.abc.Mapping.__contains__,
+)
+_PURE_CLASSES = (torch.finfo, torch.iinfo)  # C types made from constants, with no side effect
 _IMMUTABLE_TYPES = (str, bytes, int, float, complex, bool, tuple, frozenset)
 
 # Functions whose answer is fixed while running captured code.
