@@ -12,7 +12,6 @@ import time
 from collections.abc import Collection
 from dataclasses import dataclass
 
-import networkx as nx
 import torch
 
 from torchsmith.autograd_aot.errors import PartitionError
@@ -127,6 +126,8 @@ def _min_cut(candidates: dict[str, Value], producer: dict, free_names: set[str],
     backward reads (see the module docstring)."""
     if not needed_by_backward:
         return []
+    import networkx as nx  # here, not at import: inference never partitions, and the import is slow
+
     flow = nx.DiGraph()
     for name, value in candidates.items():
         weight = 0 if name in free_names else nbytes(value)
