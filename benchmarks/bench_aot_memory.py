@@ -26,23 +26,18 @@ Bytes are counted the same way for all of them (see METHOD below).
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
-import pathlib
-import platform
 import time
 import traceback
 
 import torch
+from common import RESULTS, machine, short_error
 from torch_recorder import record_graph  # benchmarks/ is on sys.path when this script runs
 from training_programs import PROGRAMS, dropout_off
 
 import torchsmith.autograd_aot as aot
 import torchsmith.ir as ir
 from torchsmith.autograd_aot import aot_eager
-
-RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 
 METHOD = """\
 Every column counts the bytes of the distinct storages that the backward keeps from the forward,
@@ -118,11 +113,6 @@ def _max_diff(expected: list, actual: list) -> float:
     return max(diffs)
 
 
-def _error(e: BaseException) -> str:
-    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-    return f"{type(e).__name__}: {first}"[:300]
-
-
 LEVELS = {"aten": None, "prims": "torchsmith.prims.decompose"}
 
 
@@ -166,7 +156,7 @@ def run_program(key: str, with_compile: bool) -> dict:
         title, module, data = PROGRAMS[key]()
     except Exception as e:  # e.g. transformers missing: report it, run the other programs
         traceback.print_exc()
-        return {"program": key, "title": key, "dropout": False, "eager_error": _error(e)}
+        return {"program": key, "title": key, "dropout": False, "eager_error": short_error(e)}
     module.train()
     params = [p for _, p in module.named_parameters()]
     buffers = [b for _, b in module.named_buffers()]
@@ -194,7 +184,7 @@ def run_program(key: str, with_compile: bool) -> dict:
             row.update(numbers)
             row[f"{level}_grad_max_abs_diff"] = _max_diff(eager_grads, grads)
         except Exception as e:  # a benchmark reports a failure instead of stopping
-            row[f"{level}_error"] = _error(e)
+            row[f"{level}_error"] = short_error(e)
             traceback.print_exc()
 
     # torch.compile (inductor), the baseline: compiled on a warm-up call, measured on the next.
@@ -210,7 +200,7 @@ def run_program(key: str, with_compile: bool) -> dict:
             if not module.dropout:
                 row["compile_grad_max_abs_diff"] = _max_diff(eager_grads, [p.grad for p in params])
         except Exception as e:
-            row["compile_error"] = _error(e)
+            row["compile_error"] = short_error(e)
             traceback.print_exc()
     else:
         row["compile_error"] = "skipped (--quick)"
@@ -228,7 +218,7 @@ def run_program(key: str, with_compile: bool) -> dict:
                     raise BenchError(f"{changed} dropout probabilities set to 0, yet random ops remain")
                 row[f"{level}_grad_max_abs_diff_no_dropout"] = _max_diff(eager_grads, grads)
             except Exception as e:
-                row[f"{level}_no_dropout_error"] = _error(e)
+                row[f"{level}_no_dropout_error"] = short_error(e)
                 traceback.print_exc()
     return row
 
@@ -236,29 +226,16 @@ def run_program(key: str, with_compile: bool) -> dict:
 # --- report -----------------------------------------------------------------------------------
 
 
-def machine() -> dict:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    info = {
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "platform": platform.platform(), "cpu": cpu, "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(), "python": platform.python_version(),
-        "torch": torch.__version__, "torchsmith-ir": ir.__version__,
-        "torchsmith-autograd-aot": aot.__version__,
-    }
+def machine_info() -> dict:
+    """The machine and the versions this benchmark depends on (common.machine)."""
     try:
         import transformers
 
-        info["transformers"] = transformers.__version__
+        version = transformers.__version__
     except ImportError:
-        info["transformers"] = None
-    return info
+        version = None
+    return machine({"torchsmith-ir": ir.__version__, "torchsmith-autograd-aot": aot.__version__,
+                    "transformers": version})
 
 
 def _kb(row: dict, key: str) -> str:
@@ -393,7 +370,7 @@ def main(argv=None) -> dict:
               f"  save-all {_kb(row, 'aten_save_all_bytes'):>8}  eager {_kb(row, 'eager_bytes'):>8}"
               f"  torch.compile {_kb(row, 'compile_bytes'):>8}"
               f";  grad diff {_diff(row, 'aten_grad_max_abs_diff')}", flush=True)
-    result = {"benchmark": "aot_memory", "machine": machine(), "total_s": time.perf_counter() - start,
+    result = {"benchmark": "aot_memory", "machine": machine_info(), "total_s": time.perf_counter() - start,
               "method": METHOD, "programs": rows}
     if not args.quick:
         RESULTS.mkdir(parents=True, exist_ok=True)

@@ -25,19 +25,15 @@ Writes benchmarks/results/capture_overhead.md and benchmarks/results/capture_ove
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
-import pathlib
-import platform
 import statistics
 import time
 
 import torch
+from common import RESULTS, interleaved_times, machine  # benchmarks/ is on sys.path when this script runs
 
 import torchsmith
 
-RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 COMPILERS = ("eager", "torchsmith", "torch.compile")
 
 _SMALL_SOURCE = """
@@ -85,18 +81,13 @@ def compile_with(name: str, fn):
 
 def per_call_us(fns: dict, x, calls: int, repeats: int, warmup: int) -> dict[str, list[float]]:
     """Per-call times in microseconds: `repeats` rounds, each timing `calls` calls of every function
-    in turn, so that a slow spell of a shared machine hits all of them alike."""
+    in turn (common.interleaved_times)."""
     for fn in fns.values():
         for _ in range(warmup):
             fn(x)
-    samples: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            for _ in range(calls):
-                fn(x)
-            samples[name].append((time.perf_counter() - start) / calls * 1e6)
-    return samples
+    runs = {name: (lambda f=fn: f(x)) for name, fn in fns.items()}
+    samples = interleaved_times(runs, rounds=repeats, calls=calls)
+    return {name: [t * 1e6 for t in times] for name, times in samples.items()}
 
 
 def cold_ms(name: str, make, x) -> float:
@@ -114,27 +105,6 @@ def check_same(programs: dict) -> None:
         for name in COMPILERS[1:]:
             got = compile_with(name, model)(x)
             torch.testing.assert_close(got, want, msg=lambda m, n=name, lb=label: f"{lb}, {n}: {m}")
-
-
-def machine() -> dict:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "platform": platform.platform(),
-        "cpu": cpu,
-        "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "torchsmith": torchsmith.__version__,
-    }
 
 
 def run(quick: bool) -> dict:
@@ -159,7 +129,7 @@ def run(quick: bool) -> dict:
             row["overhead_us"] = {name: row["per_call_us"][name] - eager for name in COMPILERS[1:]}
             rows[label] = row
     return {
-        "machine": machine(),
+        "machine": machine({"torchsmith": torchsmith.__version__}),
         "settings": {"calls": calls, "repeats": repeats, "warmup": warmup, "grad": False},
         "results": rows,
     }

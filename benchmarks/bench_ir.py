@@ -15,23 +15,18 @@ Writes benchmarks/results/ir.md (a table with the machine) and benchmarks/result
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
-import pathlib
-import platform
 import statistics
 import time
 
 import sympy
-import torch
+from common import RESULTS, machine  # benchmarks/ is on sys.path when this script runs
 
 import torchsmith.ir as ir
 from torchsmith.ir import Graph, GraphBuilder, format_graph, from_fx, parse_graph, to_fx, verify
 from torchsmith.ir.random_graph import random_graph
 from torchsmith.ir.serialize import dumps, loads
 
-RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 BUDGET_SECONDS = 1.0  # the issue's bar for the IR steps: "each well under a second"
 _BUILDER_KEYWORDS = {"out_type", "out_name", "source"}
 
@@ -64,25 +59,9 @@ def measure(fn, repeat: int) -> list[float]:
     return times
 
 
-def machine() -> dict:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "platform": platform.platform(),
-        "cpu": cpu,
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "sympy": sympy.__version__,
-        "torchsmith-ir": ir.__version__,
-    }
+def machine_info() -> dict:
+    """The machine and the versions this benchmark depends on (common.machine)."""
+    return machine({"sympy": sympy.__version__, "torchsmith-ir": ir.__version__})
 
 
 def run(num_nodes: int, repeat: int, seed: int) -> dict:
@@ -128,7 +107,7 @@ def run(num_nodes: int, repeat: int, seed: int) -> dict:
     step("from_fx", lambda: from_fx(gm), required=False, note=_exact(lambda: from_fx(gm), graph))
     return {
         "benchmark": "ir", "nodes": len(graph.nodes), "inputs": len(graph.inputs), "seed": seed,
-        "generate_s": generate_s, "budget_s": BUDGET_SECONDS, "machine": machine(), "steps": steps,
+        "generate_s": generate_s, "budget_s": BUDGET_SECONDS, "machine": machine_info(), "steps": steps,
     }
 
 

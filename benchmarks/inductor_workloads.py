@@ -1,0 +1,231 @@
+"""The workloads of bench_inductor.py: each a function `build(quick) -> (module, inputs)`.
+
+Inference workloads return a tensor (or a tuple of tensors) and run under `torch.no_grad()`;
+training workloads (`train=True`) return a scalar loss and run forward, backward and an SGD step.
+Sizes suit a 2-core CPU (a few milliseconds of eager time each); `quick` makes them tiny for a
+smoke run. Random weights, no downloads: GPT-2 and BERT come from small `transformers`
+configurations. Dropout is off everywhere so that every system computes the same function.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One row of the table: `build(quick)` returns a fresh `(module, inputs)` on CPU in float32."""
+
+    name: str
+    title: str
+    build: Callable[[bool], tuple[nn.Module, list[torch.Tensor]]]
+    train: bool = False
+    memory_bound: bool = False  # bandwidth, not arithmetic, bounds it: the report gives its GB/s
+
+
+class MLP(nn.Module):
+    def __init__(self, width: int, hidden: int, depth: int = 3):
+        super().__init__()
+        dims = [width] + [hidden] * (depth - 1) + [width]
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims, dims[1:]))
+
+    def forward(self, x):
+        for i, layer in enumerate(self.layers):
+            x = layer(x)
+            if i < len(self.layers) - 1:
+                x = F.gelu(x)
+        return x
+
+
+def mlp(quick: bool):
+    batch, width, hidden = (8, 32, 64) if quick else (128, 512, 1024)
+    return MLP(width, hidden), [torch.randn(batch, width)]
+
+
+class PointwiseChain(nn.Module):
+    """Twenty elementwise ops: eager reads and writes the tensor twenty times, a fused kernel once."""
+
+    def forward(self, x, y):
+        a = torch.sin(x) * 1.5 + y
+        b = torch.tanh(a) - torch.sigmoid(y * 0.5)
+        c = torch.exp(-b.abs()) * a + torch.cos(x)
+        d = torch.relu(c - 0.1) + torch.sqrt(y.abs() + 1.0)
+        return torch.where(d > 0.5, d * x, d / (1.0 + x * x))
+
+
+def pointwise(quick: bool):
+    n = 64 if quick else 1024
+    return PointwiseChain(), [torch.randn(n, n), torch.randn(n, n)]
+
+
+class Softmax(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=-1)
+
+
+def softmax(quick: bool):
+    rows, cols = (16, 64) if quick else (1024, 1024)
+    return Softmax(), [torch.randn(rows, cols)]
+
+
+class LayerNormGelu(nn.Module):
+    """Layer norm, GELU and the residual add: memory bound, one pass over x when fused."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+
+    def forward(self, x):
+        return x + F.gelu(self.norm(x))
+
+
+def layernorm_gelu(quick: bool):
+    rows, width = (16, 64) if quick else (4096, 768)
+    return LayerNormGelu(width), [torch.randn(rows, width)]
+
+
+class Attention(nn.Module):
+    """Scaled dot-product attention written out: matmul, scale, causal mask, softmax, matmul."""
+
+    def forward(self, q, k, v):
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        n = q.shape[-2]
+        causal = torch.ones(n, n, dtype=torch.bool, device=q.device).tril()
+        scores = scores.masked_fill(~causal, float("-inf"))
+        return torch.softmax(scores, dim=-1) @ v
+
+
+def attention(quick: bool):
+    shape = (1, 2, 16, 8) if quick else (4, 8, 256, 64)
+    return Attention(), [torch.randn(shape) for _ in range(3)]
+
+
+def _encoder_layer(quick: bool) -> tuple[nn.Module, torch.Tensor]:
+    d, heads, ffn, batch, seq = (32, 2, 64, 2, 8) if quick else (256, 4, 1024, 8, 64)
+    layer = nn.TransformerEncoderLayer(d, heads, dim_feedforward=ffn, dropout=0.0, batch_first=True)
+    return layer, torch.randn(batch, seq, d)
+
+
+def encoder(quick: bool):
+    layer, x = _encoder_layer(quick)
+    return layer, [x]
+
+
+class ConvBnRelu(nn.Module):
+    """Three conv -> BatchNorm (eval: a per-channel affine) -> ReLU blocks."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        blocks, c_in = [], 3
+        for _ in range(3):
+            conv = nn.Conv2d(c_in, channels, 3, padding=1, bias=False)
+            blocks += [conv, nn.BatchNorm2d(channels), nn.ReLU()]
+            c_in = channels
+        self.body = nn.Sequential(*blocks)
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def conv_bn_relu(quick: bool):
+    batch, channels, size = (1, 4, 8) if quick else (8, 32, 56)
+    model = ConvBnRelu(channels)
+    with torch.no_grad():  # BatchNorm statistics that are not the identity, as after training
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+    return model, [torch.randn(batch, 3, size, size)]
+
+
+class Logits(nn.Module):
+    """A `transformers` model called with keyword inputs, returning only its logits tensor."""
+
+    def __init__(self, model: nn.Module, keys: tuple[str, ...]):
+        super().__init__()
+        self.model, self.keys = model, keys
+
+    def forward(self, *inputs):
+        return self.model(**dict(zip(self.keys, inputs)), use_cache=False).logits
+
+
+def gpt2(quick: bool):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    d, layers, heads, vocab, batch, seq = (32, 1, 2, 64, 1, 8) if quick else (256, 4, 4, 2048, 4, 128)
+    config = GPT2Config(
+        vocab_size=vocab, n_positions=max(seq, 16), n_embd=d, n_layer=layers, n_head=heads,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0,
+        attn_implementation="eager",
+    )
+    return Logits(GPT2LMHeadModel(config), ("input_ids",)), [torch.randint(0, vocab, (batch, seq))]
+
+
+class BertLogits(Logits):
+    def forward(self, *inputs):  # BERT's forward takes no use_cache
+        return self.model(**dict(zip(self.keys, inputs))).logits
+
+
+def bert(quick: bool):
+    from transformers import BertConfig, BertForMaskedLM
+
+    d, layers, heads, vocab, batch, seq = (32, 1, 2, 64, 1, 8) if quick else (256, 4, 4, 2048, 4, 128)
+    config = BertConfig(
+        vocab_size=vocab, hidden_size=d, num_hidden_layers=layers, num_attention_heads=heads,
+        intermediate_size=4 * d, max_position_embeddings=max(seq, 16), hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0, attn_implementation="eager",
+    )
+    ids, types = torch.randint(0, vocab, (batch, seq)), torch.randint(0, 2, (batch, seq))
+    mask = torch.ones(batch, seq, dtype=torch.long)
+    mask[0, seq // 2:] = 0  # padding in one sequence, so the attention mask does something
+    keys = ("input_ids", "token_type_ids", "attention_mask")
+    return BertLogits(BertForMaskedLM(config), keys), [ids, types, mask]
+
+
+class WithLoss(nn.Module):
+    """A model followed by a loss against `target`: one scalar to call `.backward()` on."""
+
+    def __init__(self, model: nn.Module, loss: str):
+        super().__init__()
+        self.model, self.loss = model, loss
+
+    def forward(self, x, target):
+        out = self.model(x)
+        if self.loss == "cross_entropy":
+            return F.cross_entropy(out, target)
+        return (out * target).mean()  # a weighted mean: layer-normed outputs give mse almost no gradient
+
+
+def mlp_train(quick: bool):
+    model, (x,) = mlp(quick)
+    return WithLoss(model, "cross_entropy"), [x, torch.randint(0, x.shape[1], (x.shape[0],))]
+
+
+def encoder_train(quick: bool):
+    layer, x = _encoder_layer(quick)
+    return WithLoss(layer, "weighted_mean"), [x, torch.randn_like(x)]
+
+
+WORKLOADS = {
+    w.name: w
+    for w in [
+        Workload("mlp", "MLP 128x512 -> 1024 -> 1024 -> 512, GELU", mlp),
+        Workload("pointwise", "pointwise chain, 20 ops on 1024x1024", pointwise, memory_bound=True),
+        Workload("softmax", "softmax 1024x1024, last dim", softmax, memory_bound=True),
+        Workload("layernorm_gelu", "x + gelu(layer_norm(x)), 4096x768", layernorm_gelu, memory_bound=True),
+        Workload("attention", "causal attention 4x8x256x64 (written out)", attention),
+        Workload("encoder", "nn.TransformerEncoderLayer d=256, 4 heads, ffn 1024, 8x64", encoder),
+        Workload("conv_bn_relu", "3x (conv3x3, BatchNorm eval, ReLU), 8x32x56x56", conv_bn_relu),
+        Workload("gpt2", "GPT-2 (transformers) 4 layers, d=256, 4x128 tokens", gpt2),
+        Workload("bert", "BERT (transformers, masked LM) 4 layers, d=256, 4x128 tokens", bert),
+        Workload("mlp_train", "MLP training step (fwd + bwd + SGD), cross entropy", mlp_train, train=True),
+        Workload("encoder_train", "TransformerEncoderLayer training step (fwd + bwd + SGD)", encoder_train,
+                 train=True),
+    ]
+}
