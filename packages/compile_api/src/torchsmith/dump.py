@@ -8,18 +8,21 @@ graph, for instance for a training step under `backend="inductor"`::
     003-prims-joint.json          the same after decomposition to prims (the input of the partition)
     004-prims-forward.json        the forward of the partition (the input of the code generator)
     005-prims-backward.json
-    006-loops-forward.txt         the inductor's loop IR
+    006-loops-forward.json        the inductor's loop IR (torchsmith.inductor.loop_ir_json)
+    006-loops-forward.txt         the same in its text form, to read
     007-code-forward.cpp          generated source
 
 Graphs are `torchsmith.ir.serialize` JSON: `torchsmith.ir.load(path)` reads one back, and the stage
 command lines (`python -m torchsmith.autograd_aot`, `python -m torchsmith.prims decompose`,
-`python -m torchsmith.inductor compile`) take them as input.
+`python -m torchsmith.inductor compile`) take them as input; `python -m torchsmith.inductor codegen`
+takes a loop IR file, perhaps edited by hand.
 
     >>> with torchsmith.dump_ir("/tmp/ir"):   # doctest: +SKIP
     ...     compiled(x)
 """
 
 import itertools
+import json
 import os
 import pathlib
 import re
@@ -50,7 +53,7 @@ class IRDumper:
             graph, name = payload["graph"], payload.get("name") or payload["graph"].name
             self._graph(_level(graph), "functional" if name == "aten" else name, graph)
         elif what == ("inductor", "loops"):
-            self._text("loops", payload.get("name", "graph"), "txt", _program_text(payload["program"]))
+            self._loops(payload.get("name", "graph"), payload["program"])
         elif what == ("inductor", "code"):
             suffix = _LANGUAGE_SUFFIX.get(payload.get("language", ""), "txt")
             self._text("code", payload.get("name", "graph"), suffix, payload["source"])
@@ -67,9 +70,21 @@ class IRDumper:
         self.written.append(path)
 
     def _text(self, level: str, name: str, suffix: str, text: str) -> None:
-        path = self._path(level, name, suffix)
+        self._write(self._path(level, name, suffix), text)
+
+    def _write(self, path: pathlib.Path, text: str) -> None:
         path.write_text(text if text.endswith("\n") else text + "\n")
         self.written.append(path)
+
+    def _loops(self, name: str, program) -> None:
+        json_path = self._path("loops", name, "json")
+        try:
+            from torchsmith.inductor.loop_ir_json import program_to_json
+
+            self._write(json_path, json.dumps(program_to_json(program), indent=1))
+        except Exception as e:  # an inductor of another version: the text form still helps
+            self._write(json_path.with_suffix(".error.txt"), f"no JSON form of this loop IR: {e}")
+        self._write(json_path.with_suffix(".txt"), _program_text(program))
 
 
 def _short_name(qualname: str) -> str:

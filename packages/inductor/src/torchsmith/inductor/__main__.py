@@ -1,10 +1,15 @@
-"""Command line: `python -m torchsmith.inductor compile FILE.json [--out DIR] [--check] [--size s0=8]`.
+"""Command line: `python -m torchsmith.inductor compile FILE.json [--out DIR] [--check] [--size s0=8]`
+and `python -m torchsmith.inductor codegen LOOPS.json [--out DIR] [--build]`.
 
 Compiles a prims (or ATen: it is decomposed first) graph stored as JSON, e.g. `python -m
 torchsmith.prims decompose ... --out F` output or an IR dump's `NNN-prims-*.json`, and prints its loop
 IR and generated C++; `--out DIR` writes them to `DIR/loops.txt` and `DIR/kernels.cpp` instead.
 `--check` also runs the compiled code on random inputs of the graph's input types and compares the
 outputs with the reference interpreter (eager PyTorch), exiting with status 1 when they differ.
+
+`codegen` starts one step later: it reads a loop IR document (an IR dump's `NNN-loops-*.json`, perhaps
+edited by hand, see `torchsmith.inductor.loop_ir_json`), schedules it and prints the fusion decisions
+and the generated C++; `--build` also compiles the C++ with the system compiler.
 """
 
 import argparse
@@ -81,6 +86,38 @@ def _compile(args) -> int:
     return 0
 
 
+def _codegen(args) -> int:
+    from torchsmith.inductor.cpp_build import load_library
+    from torchsmith.inductor.cpp_codegen import generate_cpp
+    from torchsmith.inductor.loop_ir_json import LoopIRFormatError, load_program
+    from torchsmith.inductor.scheduler import schedule
+
+    try:
+        program = load_program(args.file)
+    except (LoopIRFormatError, ValueError, OSError) as e:  # ValueError: not JSON at all
+        print(f"error: {args.file}: {e}", file=sys.stderr)
+        return 1
+    try:
+        plan = schedule(program)
+        source, kernels = generate_cpp(program, plan.groups)
+        if args.build and kernels:
+            load_library(source)
+    except InductorError as e:
+        print(f"error: {args.file}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    decisions = "\n".join(f"// {d}" for d in plan.decisions)
+    if args.out:
+        out = pathlib.Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "kernels.cpp").write_text(source)
+        print(out / "kernels.cpp")
+    else:
+        print(f"// fusion decisions of {program.name}\n{decisions}\n\n{source}")
+    if args.build:
+        print(f"built: {len(kernels)} kernels of {program.name}", file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m torchsmith.inductor", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -93,6 +130,11 @@ def main(argv: list[str] | None = None) -> int:
                        help="the example value of a size symbol (default: random in 2..5)")
     build.add_argument("--seed", type=int, default=0, help="seed of the random example inputs")
     build.set_defaults(run=_compile)
+    codegen = commands.add_parser("codegen", help="print (or write) the C++ of a loop IR document")
+    codegen.add_argument("file", help="loop IR as JSON (an IR dump's NNN-loops-*.json)")
+    codegen.add_argument("--out", metavar="DIR", help="write kernels.cpp into DIR")
+    codegen.add_argument("--build", action="store_true", help="also compile the C++ (checks that it builds)")
+    codegen.set_defaults(run=_codegen)
     args = parser.parse_args(argv)
     return args.run(args)
 

@@ -267,37 +267,40 @@ _BINARY = {
 _COMPARE = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 
 
-def _build(node: ast.AST, text: str):
+def _build(node: ast.AST, text: str, make_symbol=symbol):
+    def build(child):
+        return _build(child, text, make_symbol)
+
     if isinstance(node, ast.Constant) and type(node.value) is int:
         return node.value
     if isinstance(node, ast.Name):
-        return symbol(node.id)
+        return make_symbol(node.id)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return -_build(node.operand, text)
+        return -build(node.operand)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
         exponent = node.right
         if isinstance(exponent, ast.Constant) and type(exponent.value) is int and exponent.value >= 0:
-            return _build(node.left, text) ** exponent.value
+            return build(node.left) ** exponent.value
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-        return _BINARY[type(node.op)](_build(node.left, text), _build(node.right, text))
+        return _BINARY[type(node.op)](build(node.left), build(node.right))
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("max", "min"):
-        args = [_build(a, text) for a in node.args]
+        args = [build(a) for a in node.args]
         return sym_max(*args) if node.func.id == "max" else sym_min(*args)
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _COMPARE:
-        return compare(
-            _COMPARE[type(node.ops[0])], _build(node.left, text), _build(node.comparators[0], text)
-        )
+        return compare(_COMPARE[type(node.ops[0])], build(node.left), build(node.comparators[0]))
     raise SymbolicError(f"cannot read {ast.unparse(node)!r} in symbolic expression {text!r}")
 
 
 @functools.lru_cache(maxsize=4096)
-def parse_dim(text: str):
-    """Read what `format_dim` wrote: an int, a symbolic expression or a relation."""
+def parse_dim(text: str, make_symbol=symbol):
+    """Read what `format_dim` wrote: an int, a symbolic expression or a relation. `make_symbol(name)`
+    gives the sympy symbol of each name (default: a size symbol, a positive integer); a caller whose
+    expressions hold other variables (the inductor's loop indices) passes its own."""
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as e:
         raise SymbolicError(f"cannot parse symbolic expression {text!r}: {e.msg}") from None
-    value = _build(tree.body, text)
+    value = _build(tree.body, text, make_symbol)
     if isinstance(value, (bool, sympy.logic.boolalg.Boolean)) or isinstance(value, sympy.Rel):
         return value
     return normalize_dim(value)
