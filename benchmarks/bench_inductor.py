@@ -3,6 +3,12 @@
     python benchmarks/bench_inductor.py                      # CPU, float32: writes results/inductor_cpu.md
     python benchmarks/bench_inductor.py --quick --only mlp   # tiny sizes, one workload: a smoke run
     python benchmarks/bench_inductor.py --device cuda --dtype bfloat16   # results/inductor_cuda_bfloat16.md
+    python benchmarks/bench_inductor.py --device cuda --no-cold --no-warm --only mlp  # one process each
+
+With --device cuda the workloads take GPU sizes (inductor_workloads: `gpu_title`), and a bandwidth
+micro-suite (inductor_bandwidth.py: copy, pointwise, softmax, layer norm, column sums; GB/s and share of
+copy bandwidth per system) runs first unless --no-bandwidth. Results are rewritten after every workload,
+so a run cut short still leaves its table.
 
 Workloads (inductor_workloads.py): MLP, a pointwise chain, softmax, LayerNorm+GELU+residual,
 attention, a transformer encoder layer, conv-BatchNorm-ReLU, GPT-2 and BERT (small `transformers`
@@ -51,7 +57,7 @@ def prepare(name: str, device: str, dtype: torch.dtype, quick: bool):
     """The workload's module and inputs on `device`, floating point ones in `dtype` (seeded: every
     process builds the same weights and inputs)."""
     torch.manual_seed(0)
-    module, inputs = WORKLOADS[name].build(quick)
+    module, inputs = WORKLOADS[name].build(quick, device.startswith("cuda"))
     module = module.to(device=device, dtype=dtype)
     inputs = [x.to(device=device, dtype=dtype if x.is_floating_point() else x.dtype) for x in inputs]
     module.train(WORKLOADS[name].train)  # inference runs in eval mode (BatchNorm uses running stats)
@@ -289,7 +295,15 @@ def child_copy(spec: dict) -> dict:
     return {"bytes": 2 * nbytes, "best_s": best, "gbs": 2 * nbytes / best / 1e9}
 
 
-CHILDREN = {"first_call": child_first_call, "measure": child_measure, "copy": child_copy}
+def child_bandwidth(spec: dict) -> dict:
+    """The bandwidth micro-suite (inductor_bandwidth.py) in one process."""
+    from inductor_bandwidth import run_suite
+
+    return run_suite(getattr(torch, spec["dtype"]), spec["quick"], spec["repeat"], spec.get("kernels"))
+
+
+CHILDREN = {"first_call": child_first_call, "measure": child_measure, "copy": child_copy,
+            "bandwidth": child_bandwidth}
 
 
 def run_child(spec: dict, cache: str, timeout: float) -> dict:
@@ -334,24 +348,28 @@ def bench_workload(name: str, args) -> dict:
     spec = {"workload": name, "device": args.device, "dtype": args.dtype, "quick": args.quick,
             "backend": args.backend, "repeat": args.repeat, "round_s": 0.01 if args.quick else 0.03,
             "threads": args.threads}
-    row = {"workload": name, "title": WORKLOADS[name].title, "train": WORKLOADS[name].train,
+    title = WORKLOADS[name].title_for(args.device.startswith("cuda"))
+    row = {"workload": name, "title": title, "train": WORKLOADS[name].train,
            "memory_bound": WORKLOADS[name].memory_bound}
     with tempfile.TemporaryDirectory(prefix="bench_inductor_") as cache:
-        phases = ([] if args.no_cold else ["cold"]) + ([] if args.quick else ["warm"])
+        phases = ([] if args.no_cold else ["cold"]) + ([] if args.quick or args.no_warm else ["warm"])
         for phase in phases:
             for system in SYSTEMS[1:]:
                 task = dict(spec, task="first_call", system=system)
                 row[f"{phase} {system}"] = run_child(task, cache, args.timeout)
         row["measure"] = run_child(dict(spec, task="measure"), cache, args.timeout)
-    if args.quick and not args.no_cold:  # no warm-start processes: the measuring process stands in
+    if args.quick or args.no_warm:  # no warm-start processes: the measuring process stands in
+        # With --no-cold as well its caches were empty: its first calls are cold compiles.
+        phase = "cold" if args.no_cold else "warm"
         measured = row["measure"].get("systems", {})
         for system in SYSTEMS[1:]:
             if "first_call_s" in measured.get(system, {}):
-                row[f"warm {system}"] = {"first_call_s": measured[system]["first_call_s"], "in_measure": True}
-        if "warm torchsmith" in row:
+                first = measured[system]["first_call_s"]
+                row[f"{phase} {system}"] = {"first_call_s": first, "in_measure": True}
+        if f"{phase} torchsmith" in row:
             profile = row["measure"].get("profile", {})
-            row["warm torchsmith"].update(compiled_graphs=profile.get("compiled_graphs"),
-                                          build=row["measure"].get("build", {}))
+            row[f"{phase} torchsmith"].update(compiled_graphs=profile.get("compiled_graphs"),
+                                              build=row["measure"].get("build", {}))
     return row
 
 
@@ -370,6 +388,11 @@ def main(argv=None) -> dict:
     parser.add_argument("--threads", type=int, default=None,
                         help="torch threads in every process (default: torch's own choice)")
     parser.add_argument("--no-cold", action="store_true", help="skip the cold-compile processes")
+    parser.add_argument("--no-warm", action="store_true",
+                        help="skip the warm-start processes (the measuring process's first calls stand in; "
+                        "with --no-cold too, those are cold compiles in an already started process)")
+    parser.add_argument("--no-bandwidth", action="store_true", help="skip the GPU bandwidth micro-suite")
+    parser.add_argument("--bandwidth-only", action="store_true", help="run only the bandwidth micro-suite")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per child process")
     parser.add_argument("--out", help="write the markdown table here (default: results/ for full runs only)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -380,40 +403,64 @@ def main(argv=None) -> dict:
     args.repeat = args.repeat or (3 if args.quick else 15)
     if args.threads:
         torch.set_num_threads(args.threads)  # so the machine info says what the children use
-    names = args.only or list(WORKLOADS)
+    names = [] if args.bandwidth_only else args.only or list(WORKLOADS)
+    gpu = args.device.startswith("cuda")
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench_inductor_") as cache:
         copy_spec = {"task": "copy", "device": args.device, "quick": args.quick, "repeat": args.repeat,
                      "threads": args.threads}
         copy_result = run_child(copy_spec, cache, args.timeout)
-    print(f"copy bandwidth: {copy_result.get('gbs', float('nan')):.1f} GB/s", flush=True)
+        print(f"copy bandwidth: {copy_result.get('gbs', float('nan')):.1f} GB/s", flush=True)
+        bandwidth = {}
+        if gpu and not args.no_bandwidth:
+            spec = {"task": "bandwidth", "dtype": args.dtype, "quick": args.quick, "repeat": args.repeat}
+            bandwidth = run_child(spec, cache, args.timeout * 2)
+            print(f"bandwidth suite: {bandwidth.get('error', 'done')}", flush=True)
+    command = "python benchmarks/bench_inductor.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    out = args.out
+    if out is None and not args.quick and not args.only:
+        if gpu:
+            out = str(RESULTS / f"inductor_cuda_{args.dtype}.md")
+        else:
+            suffix = "" if args.dtype == "float32" else f"_{args.dtype}"
+            out = str(RESULTS / f"inductor_{args.device.split(':')[0]}{suffix}.md")
     rows = []
+
+    def result_so_far() -> dict:
+        result = {
+            "benchmark": "inductor", "command": command.strip(), "device": args.device, "dtype": args.dtype,
+            "backend": args.backend, "quick": args.quick, "repeat": args.repeat, "no_cold": args.no_cold,
+            "no_warm": args.no_warm, "machine": machine(_versions(args.device)),
+            "total_s": time.perf_counter() - start, "rows": rows,
+            "copy": copy_result,
+        }
+        if bandwidth:
+            result["bandwidth"] = bandwidth
+        return result
+
+    if out and gpu:
+        _write(out, result_so_far())  # the bandwidth suite, before any workload
     for name in names:
         row = bench_workload(name, args)
         rows.append(row)
         print(summarize(row), flush=True)
-    command = "python benchmarks/bench_inductor.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    result = {
-        "benchmark": "inductor", "command": command.strip(), "device": args.device, "dtype": args.dtype,
-        "backend": args.backend, "quick": args.quick, "repeat": args.repeat, "no_cold": args.no_cold,
-        "machine": machine(_versions(args.device)), "total_s": time.perf_counter() - start, "rows": rows,
-        "copy": copy_result,
-    }
-    text = markdown(result)
-    out = args.out
-    if out is None and not args.quick and not args.only:
-        suffix = "" if args.dtype == "float32" else f"_{args.dtype}"
-        out = str(RESULTS / f"inductor_{args.device.split(':')[0]}{suffix}.md")
+        if out and gpu:  # a GPU run cut short keeps what it measured
+            _write(out, result_so_far())
+    result = result_so_far()
     if out:
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        with open(out, "w") as f:
-            f.write(text)
-        with open(os.path.splitext(out)[0] + ".json", "w") as f:
-            f.write(json.dumps(result, indent=2) + "\n")
+        _write(out, result)
         print(f"wrote {out}")
     else:
-        print(text)
+        print(markdown(result))
     return result
+
+
+def _write(out: str, result: dict) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    with open(out, "w") as f:
+        f.write(markdown(result))
+    with open(os.path.splitext(out)[0] + ".json", "w") as f:
+        f.write(json.dumps(result, indent=2) + "\n")
 
 
 def _versions(device: str) -> dict:

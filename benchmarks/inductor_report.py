@@ -221,6 +221,10 @@ def markdown(result: dict) -> str:
         "torch.compile's.",
     ]
     lines += _bandwidth(result)
+    if result.get("bandwidth"):
+        from inductor_bandwidth import markdown as bandwidth_markdown
+
+        lines += bandwidth_markdown(result["bandwidth"])
     lines += [
         "",
         "## Compile time",
@@ -231,8 +235,12 @@ def markdown(result: dict) -> str:
         "compiled graphs (forward and backward count apart). C++ libraries built: cold / warm.",
         "",
     ]
-    if result.get("quick"):
-        lines += ["With --quick the warm start is read in the measuring process (torch.compile compiled "
+    if result.get("no_cold") and (result.get("quick") or result.get("no_warm")):
+        lines += ["With --no-cold and no warm-start processes, the cold columns are the first calls in the "
+                  "measuring process, caches empty (after eager; torch.compile first, then torchsmith): "
+                  "cold compiles without the process start and imports.", ""]
+    elif result.get("quick") or result.get("no_warm"):
+        lines += ["The warm start is read in the measuring process (torch.compile compiled "
                   "first, then torchsmith), not in a process of its own.", ""]
     lines += [
         "| workload | cold torch.compile | cold torchsmith | ratio | warm torch.compile | warm torchsmith "

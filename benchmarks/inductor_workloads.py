@@ -2,8 +2,9 @@
 
 Inference workloads return a tensor (or a tuple of tensors) and run under `torch.no_grad()`;
 training workloads (`train=True`) return a scalar loss and run forward, backward and an SGD step.
-Sizes suit a 2-core CPU (a few milliseconds of eager time each); `quick` makes them tiny for a
-smoke run. Random weights, no downloads: GPT-2 and BERT come from small `transformers`
+Sizes suit a 2-core CPU (a few milliseconds of eager time each); `gpu=True` (--device cuda) uses
+sizes that keep a GPU busy past its launch overhead (`gpu_title` says which); `quick` makes them
+tiny for a smoke run. Random weights, no downloads: GPT-2 and BERT come from small `transformers`
 configurations. Dropout is off everywhere so that every system computes the same function.
 """
 
@@ -20,13 +21,18 @@ from torch import nn
 
 @dataclass(frozen=True)
 class Workload:
-    """One row of the table: `build(quick)` returns a fresh `(module, inputs)` on CPU in float32."""
+    """One row of the table: `build(quick, gpu)` returns a fresh `(module, inputs)` on CPU in float32
+    (CPU sizes, or with `gpu` the sizes of `gpu_title`)."""
 
     name: str
     title: str
-    build: Callable[[bool], tuple[nn.Module, list[torch.Tensor]]]
+    build: Callable[[bool, bool], tuple[nn.Module, list[torch.Tensor]]]
     train: bool = False
     memory_bound: bool = False  # bandwidth, not arithmetic, bounds it: the report gives its GB/s
+    gpu_title: str = ""
+
+    def title_for(self, gpu: bool) -> str:
+        return self.gpu_title if gpu and self.gpu_title else self.title
 
 
 class MLP(nn.Module):
@@ -43,8 +49,8 @@ class MLP(nn.Module):
         return x
 
 
-def mlp(quick: bool):
-    batch, width, hidden = (8, 32, 64) if quick else (128, 512, 1024)
+def mlp(quick: bool, gpu: bool = False):
+    batch, width, hidden = (8, 32, 64) if quick else (8192, 1024, 4096) if gpu else (128, 512, 1024)
     return MLP(width, hidden), [torch.randn(batch, width)]
 
 
@@ -59,8 +65,8 @@ class PointwiseChain(nn.Module):
         return torch.where(d > 0.5, d * x, d / (1.0 + x * x))
 
 
-def pointwise(quick: bool):
-    n = 64 if quick else 1024
+def pointwise(quick: bool, gpu: bool = False):
+    n = 64 if quick else 8192 if gpu else 1024
     return PointwiseChain(), [torch.randn(n, n), torch.randn(n, n)]
 
 
@@ -69,8 +75,8 @@ class Softmax(nn.Module):
         return torch.softmax(x, dim=-1)
 
 
-def softmax(quick: bool):
-    rows, cols = (16, 64) if quick else (1024, 1024)
+def softmax(quick: bool, gpu: bool = False):
+    rows, cols = (16, 64) if quick else (8192, 8192) if gpu else (1024, 1024)
     return Softmax(), [torch.randn(rows, cols)]
 
 
@@ -85,8 +91,8 @@ class LayerNormGelu(nn.Module):
         return x + F.gelu(self.norm(x))
 
 
-def layernorm_gelu(quick: bool):
-    rows, width = (16, 64) if quick else (4096, 768)
+def layernorm_gelu(quick: bool, gpu: bool = False):
+    rows, width = (16, 64) if quick else (16384, 4096) if gpu else (4096, 768)
     return LayerNormGelu(width), [torch.randn(rows, width)]
 
 
@@ -101,19 +107,21 @@ class Attention(nn.Module):
         return torch.softmax(scores, dim=-1) @ v
 
 
-def attention(quick: bool):
-    shape = (1, 2, 16, 8) if quick else (4, 8, 256, 64)
+def attention(quick: bool, gpu: bool = False):
+    shape = (1, 2, 16, 8) if quick else (16, 16, 1024, 64) if gpu else (4, 8, 256, 64)
     return Attention(), [torch.randn(shape) for _ in range(3)]
 
 
-def _encoder_layer(quick: bool) -> tuple[nn.Module, torch.Tensor]:
-    d, heads, ffn, batch, seq = (32, 2, 64, 2, 8) if quick else (256, 4, 1024, 8, 64)
+def _encoder_layer(quick: bool, gpu: bool = False) -> tuple[nn.Module, torch.Tensor]:
+    d, heads, ffn, batch, seq = (
+        (32, 2, 64, 2, 8) if quick else (1024, 16, 4096, 16, 512) if gpu else (256, 4, 1024, 8, 64)
+    )
     layer = nn.TransformerEncoderLayer(d, heads, dim_feedforward=ffn, dropout=0.0, batch_first=True)
     return layer, torch.randn(batch, seq, d)
 
 
-def encoder(quick: bool):
-    layer, x = _encoder_layer(quick)
+def encoder(quick: bool, gpu: bool = False):
+    layer, x = _encoder_layer(quick, gpu)
     return layer, [x]
 
 
@@ -133,8 +141,8 @@ class ConvBnRelu(nn.Module):
         return self.body(x)
 
 
-def conv_bn_relu(quick: bool):
-    batch, channels, size = (1, 4, 8) if quick else (8, 32, 56)
+def conv_bn_relu(quick: bool, gpu: bool = False):
+    batch, channels, size = (1, 4, 8) if quick else (32, 64, 112) if gpu else (8, 32, 56)
     model = ConvBnRelu(channels)
     with torch.no_grad():  # BatchNorm statistics that are not the identity, as after training
         for m in model.modules():
@@ -155,10 +163,17 @@ class Logits(nn.Module):
         return self.model(**dict(zip(self.keys, inputs)), use_cache=False).logits
 
 
-def gpt2(quick: bool):
+def _transformer_sizes(quick: bool, gpu: bool) -> tuple[int, ...]:
+    """(width, layers, heads, vocab, batch, sequence) of the GPT-2 and BERT workloads."""
+    if quick:
+        return 32, 1, 2, 64, 1, 8
+    return (768, 4, 12, 2048, 32, 512) if gpu else (256, 4, 4, 2048, 4, 128)
+
+
+def gpt2(quick: bool, gpu: bool = False):
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    d, layers, heads, vocab, batch, seq = (32, 1, 2, 64, 1, 8) if quick else (256, 4, 4, 2048, 4, 128)
+    d, layers, heads, vocab, batch, seq = _transformer_sizes(quick, gpu)
     config = GPT2Config(
         vocab_size=vocab, n_positions=max(seq, 16), n_embd=d, n_layer=layers, n_head=heads,
         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0,
@@ -172,10 +187,10 @@ class BertLogits(Logits):
         return self.model(**dict(zip(self.keys, inputs))).logits
 
 
-def bert(quick: bool):
+def bert(quick: bool, gpu: bool = False):
     from transformers import BertConfig, BertForMaskedLM
 
-    d, layers, heads, vocab, batch, seq = (32, 1, 2, 64, 1, 8) if quick else (256, 4, 4, 2048, 4, 128)
+    d, layers, heads, vocab, batch, seq = _transformer_sizes(quick, gpu)
     config = BertConfig(
         vocab_size=vocab, hidden_size=d, num_hidden_layers=layers, num_attention_heads=heads,
         intermediate_size=4 * d, max_position_embeddings=max(seq, 16), hidden_dropout_prob=0.0,
@@ -202,30 +217,40 @@ class WithLoss(nn.Module):
         return (out * target).mean()  # a weighted mean: layer-normed outputs give mse almost no gradient
 
 
-def mlp_train(quick: bool):
-    model, (x,) = mlp(quick)
+def mlp_train(quick: bool, gpu: bool = False):
+    model, (x,) = mlp(quick, gpu)
     return WithLoss(model, "cross_entropy"), [x, torch.randint(0, x.shape[1], (x.shape[0],))]
 
 
-def encoder_train(quick: bool):
-    layer, x = _encoder_layer(quick)
+def encoder_train(quick: bool, gpu: bool = False):
+    layer, x = _encoder_layer(quick, gpu)
     return WithLoss(layer, "weighted_mean"), [x, torch.randn_like(x)]
 
 
 WORKLOADS = {
     w.name: w
     for w in [
-        Workload("mlp", "MLP 128x512 -> 1024 -> 1024 -> 512, GELU", mlp),
-        Workload("pointwise", "pointwise chain, 20 ops on 1024x1024", pointwise, memory_bound=True),
-        Workload("softmax", "softmax 1024x1024, last dim", softmax, memory_bound=True),
-        Workload("layernorm_gelu", "x + gelu(layer_norm(x)), 4096x768", layernorm_gelu, memory_bound=True),
-        Workload("attention", "causal attention 4x8x256x64 (written out)", attention),
-        Workload("encoder", "nn.TransformerEncoderLayer d=256, 4 heads, ffn 1024, 8x64", encoder),
-        Workload("conv_bn_relu", "3x (conv3x3, BatchNorm eval, ReLU), 8x32x56x56", conv_bn_relu),
-        Workload("gpt2", "GPT-2 (transformers) 4 layers, d=256, 4x128 tokens", gpt2),
-        Workload("bert", "BERT (transformers, masked LM) 4 layers, d=256, 4x128 tokens", bert),
-        Workload("mlp_train", "MLP training step (fwd + bwd + SGD), cross entropy", mlp_train, train=True),
+        Workload("mlp", "MLP 128x512 -> 1024 -> 1024 -> 512, GELU", mlp,
+                 gpu_title="MLP 8192x1024 -> 4096 -> 4096 -> 1024, GELU"),
+        Workload("pointwise", "pointwise chain, 20 ops on 1024x1024", pointwise, memory_bound=True,
+                 gpu_title="pointwise chain, 20 ops on 8192x8192"),
+        Workload("softmax", "softmax 1024x1024, last dim", softmax, memory_bound=True,
+                 gpu_title="softmax 8192x8192, last dim"),
+        Workload("layernorm_gelu", "x + gelu(layer_norm(x)), 4096x768", layernorm_gelu, memory_bound=True,
+                 gpu_title="x + gelu(layer_norm(x)), 16384x4096"),
+        Workload("attention", "causal attention 4x8x256x64 (written out)", attention,
+                 gpu_title="causal attention 16x16x1024x64 (written out)"),
+        Workload("encoder", "nn.TransformerEncoderLayer d=256, 4 heads, ffn 1024, 8x64", encoder,
+                 gpu_title="nn.TransformerEncoderLayer d=1024, 16 heads, ffn 4096, 16x512"),
+        Workload("conv_bn_relu", "3x (conv3x3, BatchNorm eval, ReLU), 8x32x56x56", conv_bn_relu,
+                 gpu_title="3x (conv3x3, BatchNorm eval, ReLU), 32x64x112x112"),
+        Workload("gpt2", "GPT-2 (transformers) 4 layers, d=256, 4x128 tokens", gpt2,
+                 gpu_title="GPT-2 (transformers) 4 layers, d=768, 32x512 tokens"),
+        Workload("bert", "BERT (transformers, masked LM) 4 layers, d=256, 4x128 tokens", bert,
+                 gpu_title="BERT (transformers, masked LM) 4 layers, d=768, 32x512 tokens"),
+        Workload("mlp_train", "MLP training step (fwd + bwd + SGD), cross entropy", mlp_train, train=True,
+                 gpu_title="MLP 8192x1024 training step (fwd + bwd + SGD), cross entropy"),
         Workload("encoder_train", "TransformerEncoderLayer training step (fwd + bwd + SGD)", encoder_train,
-                 train=True),
+                 train=True, gpu_title="TransformerEncoderLayer d=1024, 16x512 training step"),
     ]
 }

@@ -19,6 +19,7 @@ from torchsmith.inductor.loop_ir import ComputedBuffer, Reduction  # noqa: E402
 from torchsmith.inductor.testing import assert_matches_eager, make_graph  # noqa: E402
 from torchsmith.inductor.triton_codegen import generate_triton  # noqa: E402
 from torchsmith.inductor.triton_graph import compile_graph_triton  # noqa: E402
+from torchsmith.inductor.triton_reduction import PERSISTENT_MAX  # noqa: E402
 from torchsmith.ir import TensorType  # noqa: E402
 from torchsmith.ir.symbolic import symbol  # noqa: E402
 
@@ -149,10 +150,10 @@ def test_looped_reductions_over_long_rows():
             mean,
         )
 
-    graph = make_graph("long", {"x": t(2, 1100)}, body)
+    graph = make_graph("long", {"x": t(2, PERSISTENT_MAX + 100)}, body)
     compiled = compile_graph_triton(graph)
     assert "roffset" in compiled.source  # rows longer than a block loop over it
-    x = randn(2, 1100) * 2 + 5
+    x = randn(2, PERSISTENT_MAX + 100) * 2 + 5
     x[1, 1034] = float("nan")
     assert_matches_eager(compiled, graph, x, rtol=1e-4, atol=1e-4)
 
@@ -177,12 +178,12 @@ def test_long_narrow_reductions_are_split_in_two():
     assert_matches_eager(compiled, graph, x, y, rtol=1e-4, atol=1e-3)
 
 
-@pytest.mark.parametrize("cols", [50, 1500])
+@pytest.mark.parametrize("cols", [50, 1500, PERSISTENT_MAX + 3])
 def test_softmax_is_one_kernel(cols):
     graph = make_graph("softmax", {"x": t(6, cols)}, softmax)
     compiled = compile_graph_triton(graph, groups=row_groups(graph))
     assert [k.kind for k in compiled.kernels] == ["reduction"]
-    assert ("roffset" in compiled.source) == (cols > 1024)  # persistent when the row fits a block
+    assert ("roffset" in compiled.source) == (cols > PERSISTENT_MAX)  # persistent when the row fits
     assert_matches_eager(compiled, graph, randn(6, cols) * 3)
 
 

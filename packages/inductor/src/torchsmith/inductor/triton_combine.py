@@ -83,13 +83,17 @@ def reduce_row(emit, b: ComputedBuffer, value: str, mask: str, rnumel: str) -> s
 
 class LoopedAccumulator:
     """Per-lane state of one reduction across the row loop: `init_lines()` before the loop,
-    `update_lines(value)` inside it, `finish_lines()` after it (which define `self.result`)."""
+    `update_lines(value)` inside it, `finish_lines()` after it (which define `self.result`).
+    `shared`: a Welford member reading the running state another accumulator of the same `prefix`
+    (and the same value) keeps; it adds no lines of its own until `finish_lines`."""
 
-    def __init__(self, b: ComputedBuffer, prefix: str):
-        self.b, self.kind, self.prefix = b, _check(b), prefix
-        self.result = f"{prefix}_result"
+    def __init__(self, b: ComputedBuffer, prefix: str, shared: bool = False):
+        self.b, self.kind, self.prefix, self.shared = b, _check(b), prefix, shared
+        self.result = f"{prefix}_result_{self.kind}" if shared else f"{prefix}_result"
 
     def init_lines(self) -> list[str]:
+        if self.shared:
+            return []
         p, kind, shape = self.prefix, self.kind, "[XBLOCK, RBLOCK]"
         if kind in REDUCTIONS:
             dtype = triton_dtype(compute_dtype(self.b.layout.dtype))
@@ -104,6 +108,8 @@ class LoopedAccumulator:
         ]
 
     def update_lines(self, value: str) -> list[str]:
+        if self.shared:
+            return []
         p, kind, mask = self.prefix, self.kind, "xmask & rmask"
         if kind in REDUCTIONS:
             masked = f"tl.where({mask}, {value}, {reduction_identity(kind, self.b.layout.dtype)})"

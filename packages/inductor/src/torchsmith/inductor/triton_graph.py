@@ -2,7 +2,8 @@
 or `prims.*` graph on CUDA tensors to Triton kernels and returns a callable with the same contract
 as the C++ backend's `CompiledGraph` (a list of outputs, equal to `interpret(graph, *inputs)`).
 
-    decompose -> lower -> inline -> split long narrow reductions (triton_split) -> schedule
+    half layer norms in float32 (triton_upcast) -> decompose -> lower -> inline
+    -> split long narrow reductions (triton_split) -> schedule
     -> generate_triton (splits groups one kernel cannot hold) -> load -> wrap
     options["max_autotune"]: matmuls also try the Triton template (triton_matmul), per shape
     options["triton.cudagraphs"]: the result replays as a CUDA graph (cuda_graphs)
@@ -26,6 +27,7 @@ from torchsmith.inductor.scheduler import schedule
 from torchsmith.inductor.triton_codegen import generate_triton, source_hash
 from torchsmith.inductor.triton_runtime import interpreting, load_kernels
 from torchsmith.inductor.triton_split import split_reductions
+from torchsmith.inductor.triton_upcast import upcast_half_norms
 from torchsmith.ir import Graph
 from torchsmith.ir.symbolic import evaluate
 from torchsmith.ir.types import TensorType
@@ -86,6 +88,10 @@ class TritonCompiledGraph:
     def __init__(self, program, launchers, kernels, source, graph, device, matmul=None, timings=None):
         self.program, self.source, self.graph, self.device = program, source, graph, device
         self.kernels = [spec for spec, _ in kernels]
+        # What each step computes, for reports: a kernel's group, or one extern call.
+        self.steps = [tuple(group) for _, group in kernels] + [
+            (b,) for b in program.buffers if isinstance(b, ExternCall)
+        ]
         self.timings = timings or {}
         self._matmul = matmul  # max-autotune: a tuned replacement for extern mm calls, or None
         launch_of = {k: launcher for k, launcher in enumerate(launchers)}
@@ -201,7 +207,7 @@ def compile_graph_triton(graph: Graph, example_inputs=None, options: dict | None
     options = options or {}
     timings = {}
     start = time.perf_counter()
-    prims_graph = to_prims(graph)
+    prims_graph = to_prims(upcast_half_norms(graph))
     timings["decompose"] = time.perf_counter() - start
     devices = {v.type.device for v in prims_graph.values() if isinstance(v.type, TensorType)}
     device = _single_device(graph.name, devices)

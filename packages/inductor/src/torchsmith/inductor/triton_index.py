@@ -148,3 +148,25 @@ def _decoded(expr, axes) -> sympy.Expr:
 def kernel_symbols_in(expr) -> set[str]:
     """Names of the flat kernel indices an expression uses."""
     return {s.name for s in sympy.sympify(expr).free_symbols if s.name in ("xindex", "yindex", "rindex")}
+
+
+def step_along(index, var, variables) -> int | None:
+    """How far `index` moves when `var` goes from 0 to 1 with every other of `variables` at 0 (its
+    stride for a plain strided read), or None when that is not a constant (size symbols)."""
+    index = sympy.sympify(index)
+    zero = {v: sympy.Integer(0) for v in variables}
+    step = sympy.simplify(index.xreplace({**zero, var: sympy.Integer(1)}) - index.xreplace(zero))
+    return int(step) if step.is_Integer else None
+
+
+def walks_columns(indices, row_vars, reduced_vars) -> bool:
+    """Whether reading `indices` (over output variables `row_vars` and reduced variables
+    `reduced_vars`) is a column walk: no read is contiguous along the reduced dims, and some read
+    is contiguous along the output dims (a sum over dim 0 of a row-major matrix). Such reductions
+    want lanes along the output dims and a loop over the reduced ones."""
+    if not indices or not row_vars or not reduced_vars:
+        return False
+    every = tuple(row_vars) + tuple(reduced_vars)
+    if any(step_along(i, reduced_vars[-1], every) == 1 for i in indices):
+        return False
+    return any(step_along(i, row_vars[-1], every) == 1 for i in indices)

@@ -6,9 +6,13 @@ row members (pointwise over `rows x row`, e.g. softmax's `exp(x - max)`) and out
 (pointwise over `rows`, e.g. a mean's division). Two schedules:
 
 - persistent, when the row length is static and fits one block: the whole row is loaded once and
-  every member computes in registers (softmax reads its input once);
+  every member computes in registers (softmax and layer norm read their input once);
 - looped, otherwise: one loop over the row per reduction level (a reduction that needs another's
   result runs in a later loop; softmax: max, then sum of exp, then the normalized store).
+
+A column walk (the reduced dim is not the contiguous one, e.g. a sum over dim 0) is always looped,
+with wide blocks of output columns (contiguous, coalesced loads) and a few reduced rows per step;
+triton_split first cuts long columns into pieces so that enough programs run.
 """
 
 import sympy
@@ -30,6 +34,7 @@ from torchsmith.inductor.triton_index import (
     product,
     to_kernel_space,
     triton_index,
+    walks_columns,
 )
 from torchsmith.inductor.triton_runtime import interpreting
 from torchsmith.inductor.triton_writer import (
@@ -39,11 +44,15 @@ from torchsmith.inductor.triton_writer import (
     next_power_of_2,
 )
 
-# Inductor's threshold too: past ~1024 elements a row no longer fits registers at 4-8 warps.
-PERSISTENT_MAX = 1024
-# Rows contiguous along r like (1, many); reductions over an outer dim (column sums) want lanes
-# along x, which is contiguous for them: (64, 16), (32, 32).
-LOOPED_CONFIGS = ((1, 1024, 4), (1, 2048, 8), (64, 16, 4), (32, 32, 4))  # (XBLOCK, RBLOCK, num_warps)
+# Rows up to this long stay in registers (8192 elements over 16 warps: 16 values a thread per live
+# row tensor). A looped layer norm reads its row twice and runs a Welford update (a division) per
+# element: 66% of copy bandwidth on the H200 at 32768x4096, where one read can reach the copy's.
+PERSISTENT_MAX = 8192
+# (XBLOCK, RBLOCK, num_warps). Rows contiguous along r: one row a program, long blocks.
+LOOPED_CONFIGS = ((1, 1024, 4), (1, 2048, 8), (1, 4096, 8))
+# Column walks: lanes along x (contiguous for them), a few reduced rows per step, per-lane
+# accumulators summed across r once at the end.
+COLUMN_CONFIGS = ((64, 64, 4), (128, 32, 4), (256, 16, 8), (32, 128, 4))
 
 
 def _same(a, b) -> bool:
@@ -111,7 +120,9 @@ def emit_reduction(
     params = [pointer_of[n] for n in writes + reads] + list(program.symbols)
     params += ["XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr"]
     rnumel_static = sympy.sympify(rnumel)
-    persistent = rnumel_static.is_Integer and int(rnumel_static) <= PERSISTENT_MAX
+    axes_of = {b.name: _axes(b, shared) for b in group}
+    columns = _walks_columns(reductions, resolved, axes_of)
+    persistent = rnumel_static.is_Integer and int(rnumel_static) <= PERSISTENT_MAX and not columns
     lines = [
         "@triton.jit",
         f"def {name}({', '.join(params)}):",
@@ -122,7 +133,6 @@ def emit_reduction(
     ]
     results: dict[str, str] = {}
     counter = [0]
-    axes_of = {b.name: _axes(b, shared) for b in group}
 
     def writer(indent: str) -> TritonBodyWriter:
         return TritonBodyWriter(
@@ -160,16 +170,15 @@ def emit_reduction(
         configs = tuple(
             (("XBLOCK", xb), ("RBLOCK", rblock), ("num_warps", _warps(xb * rblock))) for xb in xblocks
         )
+        if rblock >= 2048:  # one wide row a program: also try half the warps (less shuffling)
+            configs += ((("XBLOCK", 1), ("RBLOCK", rblock), ("num_warps", _warps(rblock) // 2)),)
     else:
         for level in range(max_level + 1):
             in_loop = [b for b in group if levels[b.name] == level and roles[b.name] != "outer"]
             if not in_loop:
                 continue
-            accumulators = {
-                b.name: LoopedAccumulator(b, f"acc{b_name_index(group, b.name)}")
-                for b in in_loop
-                if roles[b.name] == "reduction"
-            }
+            reducing = [b for b in in_loop if roles[b.name] == "reduction"]
+            accumulators = _accumulators(reducing, group, resolved)
             for acc in accumulators.values():
                 lines += [f"    {line}" for line in acc.init_lines()]
             lines += loop_header(rnumel)
@@ -185,7 +194,8 @@ def emit_reduction(
             for b_name, acc in accumulators.items():
                 lines += [f"    {line}" for line in acc.finish_lines()]
                 results[b_name] = acc.result
-        configs = tuple((("XBLOCK", xb), ("RBLOCK", rb), ("num_warps", w)) for xb, rb, w in LOOPED_CONFIGS)
+        table = COLUMN_CONFIGS if columns else LOOPED_CONFIGS
+        configs = tuple((("XBLOCK", xb), ("RBLOCK", rb), ("num_warps", w)) for xb, rb, w in table)
     # Outer members (one value per row) and the reductions' own stores, after every loop.
     w = writer("    ")
     for b in group:
@@ -216,6 +226,33 @@ def loop_header(rnumel) -> list[str]:
     ]
 
 
+def _accumulators(members, group, resolved) -> dict[str, LoopedAccumulator]:
+    """One accumulator per reduction member, except that a Welford mean and M2 of the same value
+    share one running (mean, M2, count): layer norm's mean and variance cost one update."""
+    out, welford_owner = {}, {}
+    for b in members:
+        prefix = f"acc{b_name_index(group, b.name)}"
+        if b.body.reduction_type.startswith("welford"):
+            key = resolved[b.name]
+            if key in welford_owner:
+                out[b.name] = LoopedAccumulator(b, welford_owner[key], shared=True)
+                continue
+            welford_owner[key] = prefix
+        out[b.name] = LoopedAccumulator(b, prefix)
+    return out
+
+
+def _walks_columns(reductions, resolved, axes_of) -> bool:
+    """Whether the group's reductions read along columns (see triton_index.walks_columns)."""
+    indices = [
+        ld.index
+        for b in reductions
+        for ld in loads(in_kernel_space(resolved[b.name], axes_of[b.name]))
+    ]
+    x, r = kernel_symbol("xindex"), kernel_symbol("rindex")
+    return walks_columns(indices, (x,), (r,))
+
+
 def b_name_index(group, name: str) -> int:
     return next(k for k, b in enumerate(group) if b.name == name)
 
@@ -225,7 +262,7 @@ def _cap_x(config, limit: int):
 
 
 def _warps(elements: int) -> int:
-    return 2 if elements <= 512 else 4 if elements <= 2048 else 8
+    return 2 if elements <= 512 else 4 if elements <= 2048 else 8 if elements <= 4096 else 16
 
 
 def _store_index(b: ComputedBuffer, axes) -> sympy.Expr:

@@ -23,22 +23,24 @@ from torchsmith.inductor.loop_ir import (
     Reduction,
     index_var,
     index_vars,
+    loads,
     reduction_var,
     reduction_vars,
     substitute,
 )
-from torchsmith.inductor.triton_index import compute_dtype, product, row_major_strides
+from torchsmith.inductor.triton_index import compute_dtype, product, row_major_strides, walks_columns
 from torchsmith.ir.symbolic import FloorDiv
 from torchsmith.ir.types import contiguous_strides
 
 SPLITTABLE = ("sum", "prod", "max", "min")
-MIN_ROW = 8192  # shorter rows already fill the GPU well enough
-# About how many (piece, output) rows the first kernel should have. A column sum's kernel puts up
-# to 64 rows in one program, so this many rows still make ~1000 programs: enough for 132 SMs.
-# (Measured on the H200 with 2048: a [262144, 1024] column sum split in 2 reached 14% of copy
-# bandwidth; this value is not measured yet.)
-TARGET_ROWS = 65536
-MIN_CHUNK = 2048
+# Row reductions (contiguous along the reduced dim) run one row a program: split until about this
+# many (piece, output) rows, pieces of at least ROW_CHUNK elements; rows shorter than MIN_ROW stay.
+ROW_TARGET, ROW_CHUNK, MIN_ROW = 2048, 4096, 8192
+# Column walks (triton_reduction.COLUMN_CONFIGS) put 32-256 output columns in a program: split until
+# about this many (piece, column) pairs, ~1000 programs of 128 columns for 132 SMs, pieces of at
+# least COLUMN_CHUNK rows. (The first split, 2 pieces of a [262144, 1024] column sum run 64 columns
+# a program, reached 14% of copy bandwidth on the H200: 32 programs.)
+COLUMN_TARGET, COLUMN_CHUNK = 131072, 512
 
 
 def _static(expr) -> int | None:
@@ -46,16 +48,23 @@ def _static(expr) -> int | None:
     return int(expr) if expr.is_Integer else None
 
 
-def choose_split(xnumel: int, rnumel: int) -> int:
-    """How many pieces to cut each row into (1: leave it alone)."""
-    if rnumel < MIN_ROW or xnumel >= TARGET_ROWS:
+def choose_split(xnumel: int, rnumel: int, columns: bool = False) -> int:
+    """How many pieces to cut each row into (1: leave it alone); `columns`: the reduction walks
+    columns (see triton_index.walks_columns)."""
+    target, chunk = (COLUMN_TARGET, COLUMN_CHUNK) if columns else (ROW_TARGET, ROW_CHUNK)
+    if (not columns and rnumel < MIN_ROW) or xnumel >= target:
         return 1
     split = 1
-    while (
-        split * 2 * xnumel <= TARGET_ROWS and rnumel % (split * 2) == 0 and rnumel // (split * 2) >= MIN_CHUNK
-    ):
+    while split * 2 * xnumel <= target and rnumel % (split * 2) == 0 and rnumel // (split * 2) >= chunk:
         split *= 2
     return split
+
+
+def _walks_columns(body: Reduction) -> bool:
+    indices = [ld.index for ld in loads(body.value)]
+    return walks_columns(
+        indices, index_vars(len(body.ranges)), reduction_vars(len(body.reduction_ranges))
+    )
 
 
 def _split_buffer(buffer: ComputedBuffer, split: int, name: str) -> tuple[ComputedBuffer, ComputedBuffer]:
@@ -102,7 +111,9 @@ def split_reductions(program: LoopProgram) -> LoopProgram:
         body = getattr(buffer, "body", None)
         if isinstance(body, Reduction) and body.reduction_type in SPLITTABLE:
             xnumel, rnumel = _static(product(body.ranges)), _static(product(body.reduction_ranges))
-            split = choose_split(xnumel, rnumel) if xnumel is not None and rnumel is not None else 1
+            split = 1
+            if xnumel is not None and rnumel is not None:
+                split = choose_split(xnumel, rnumel, _walks_columns(body))
             if split > 1:
                 name = f"{buffer.name}_partial"
                 while name in names:
