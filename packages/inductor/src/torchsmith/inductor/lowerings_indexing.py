@@ -1,12 +1,13 @@
 """Lowerings of indexing prims. gather and index read through `Indirect` index variables bound to
 the index tensor's elements (one pointwise loop, no copy of the operand). index_put at the positions
 of an iota (slice_scatter, select_scatter) is a pointwise select; other writes (scatter, scatter_add,
-index_put) run torch's kernels as extern calls. cumsum is an extern call too until the loop IR has
-scans. (argmax/argmin are reductions: lowerings_reductions.py.)"""
+index_put) run torch's kernels as extern calls. (argmax/argmin are reductions: lowerings_reductions.py;
+cumsum, a scan: lowerings_scan.py, registered by importing it here.)"""
 
 import sympy
 import torch
 
+from torchsmith.inductor import lowerings_scan  # noqa: F401  (registers prims.cumsum)
 from torchsmith.inductor.errors import LoweringError
 from torchsmith.inductor.loop_ir import IndexValue, Indirect, Op
 from torchsmith.inductor.lower import LoweringContext, register_lowering
@@ -180,13 +181,3 @@ def _extern(ctx: LoweringContext, node: Node, reason: str) -> ViewRef:
     params, kwargs, tensors = extern_params(ctx, node)
     (ref,) = ctx.extern(node, node.op, params=params, kwargs=kwargs, tensors=tensors, fallback=reason)
     return ref
-
-
-_EXTERN_REASONS = {
-    "prims.cumsum": "a scan: the loop IR has no scan body yet",
-}
-
-
-@register_lowering(*_EXTERN_REASONS)
-def _lower_extern(ctx: LoweringContext, node: Node) -> ViewRef:
-    return _extern(ctx, node, _EXTERN_REASONS[node.op])

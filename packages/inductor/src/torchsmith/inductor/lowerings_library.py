@@ -2,6 +2,8 @@
 and scaled dot-product attention (their constant arguments travel in `ExternCall.params`); a bias
 added to an mm result joins the call as `addmm`."""
 
+import dataclasses
+
 import torch
 
 from torchsmith.inductor.loop_ir import ExternCall, Layout
@@ -52,4 +54,21 @@ def _lower_library_call(ctx: LoweringContext, node: Node) -> ViewRef:
     # The prim's torch implementation calls aten's kernel (oneDNN convolution, flash attention on CPU).
     params, kwargs, tensors = extern_params(ctx, node)
     (ref,) = ctx.extern(node, node.op, params=params, kwargs=kwargs, tensors=tensors)
+    if node.op == "prims.scaled_dot_product_attention":
+        return _heads_last_layout(ctx, ref)
     return ref
+
+
+def _heads_last_layout(ctx: LoweringContext, ref: ViewRef) -> ViewRef:
+    """A 4-d attention result (B, H, L, E) stored as (B, L, H, E), the order CPU flash attention
+    writes when its query is a head split of a (B, L, H*E) projection (nn.MultiheadAttention,
+    transformers): merging the heads back before the out-projection is then a view, not a copy,
+    and the kernel's result needs no copy into the buffer either."""
+    call = ctx.buffers[-1]
+    shape = call.layout.shape
+    if len(shape) != 4 or not all(isinstance(d, int) for d in shape):
+        return ref
+    batch, heads, length, width = shape
+    strides = (length * heads * width, width, heads * width, 1)
+    ctx.buffers[-1] = dataclasses.replace(call, layout=Layout(shape, strides, call.layout.dtype))
+    return strided_ref(call.name, shape, strides, call.layout.dtype)

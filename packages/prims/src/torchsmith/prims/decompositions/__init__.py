@@ -12,4 +12,5 @@ from torchsmith.prims.decompositions import (  # noqa: F401
     reductions,
     scatters,
     shapes,
+    transformer,
 )

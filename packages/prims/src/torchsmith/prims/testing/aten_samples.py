@@ -21,8 +21,9 @@ from torchsmith.prims.testing.sample_helpers import (
 )
 from torchsmith.prims.testing.samples_pointwise import POINTWISE
 from torchsmith.prims.testing.samples_structured import STRUCTURED
+from torchsmith.prims.testing.samples_transformer import TRANSFORMER
 
-SPECIAL = {**POINTWISE, **STRUCTURED}
+SPECIAL = {**POINTWISE, **STRUCTURED, **TRANSFORMER}
 SAME_AS = {
     "aten.all.dim": "aten.any.dim",
     "aten.argmin.default": "aten.argmax.default",
