@@ -71,13 +71,32 @@ def test_wide_layer_norm_reads_its_row_once(dtype):
     graph = layer_norm_graph(5, 3000, dtype)
     compiled = compile_graph_triton(graph)
     assert not any(isinstance(b, ExternCall) for b in compiled.program.buffers)  # bf16 too: no eager kernel
-    (kernel,) = reduction_kernels(compiled)
+    (kernel,) = compiled.kernels  # bf16: the weight and bias casts are read in place, no kernels
     code = kernel_source(compiled, kernel.name)
     assert "roffset" not in code  # persistent: no loop, one load of x
     assert code.count(f"tl.load(in_{kernel.reads.index('x')} ") == 1
     assert dict(kernel.configs[0])["RBLOCK"] == 4096
     x, w, bias = randn(5, 3000, dtype=dtype) * 3 + 1, randn(3000, dtype=dtype), randn(3000, dtype=dtype)
     check_layer_norm(compiled, graph, x, w, bias, 3000, **HALF[dtype])
+
+
+def test_widening_casts_are_read_in_place_unless_returned():
+    def body(b, x, w):
+        wide = b.op("prims.convert_element_type", w, F32)
+        return b.op("aten.mul.Tensor", b.op("prims.convert_element_type", x, F32), wide), wide
+
+    graph = make_graph("casts", {"x": t(4, 32, dtype=BF16), "w": t(32, dtype=BF16)}, body)
+    compiled = compile_graph_triton(graph)
+    names = {b.name for b in compiled.program.buffers}
+    assert any("convert" in n for n in names)  # returned: stays a buffer
+    assert_matches_eager(compiled, graph, randn(4, 32, dtype=BF16), randn(32, dtype=BF16))
+
+    graph = make_graph(
+        "casts", {"x": t(4, 32, dtype=BF16), "w": t(32, dtype=BF16)}, lambda b, x, w: body(b, x, w)[0]
+    )
+    compiled = compile_graph_triton(graph)
+    assert len(compiled.kernels) == 1  # the broadcast cast of w is read in place
+    assert_matches_eager(compiled, graph, randn(4, 32, dtype=BF16), randn(32, dtype=BF16))
 
 
 def test_half_layer_norm_matches_eager_rounding():

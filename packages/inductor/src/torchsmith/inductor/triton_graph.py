@@ -3,7 +3,8 @@ or `prims.*` graph on CUDA tensors to Triton kernels and returns a callable with
 as the C++ backend's `CompiledGraph` (a list of outputs, equal to `interpret(graph, *inputs)`).
 
     half layer norms in float32 (triton_upcast) -> decompose -> lower -> inline
-    -> split long narrow reductions (triton_split) -> schedule
+    -> widening casts read in place (triton_casts) -> split long narrow reductions (triton_split)
+    -> schedule
     -> generate_triton (splits groups one kernel cannot hold) -> load -> wrap
     options["max_autotune"]: matmuls also try the Triton template (triton_matmul), per shape
     options["triton.cudagraphs"]: the result replays as a CUDA graph (cuda_graphs)
@@ -24,6 +25,7 @@ from torchsmith.inductor.inline import inline_pointwise
 from torchsmith.inductor.loop_ir import ComputedBuffer, ExternCall, LoopProgram, loads
 from torchsmith.inductor.lower import lower
 from torchsmith.inductor.scheduler import schedule
+from torchsmith.inductor.triton_casts import inline_widening_casts
 from torchsmith.inductor.triton_codegen import generate_triton, source_hash
 from torchsmith.inductor.triton_runtime import interpreting, load_kernels
 from torchsmith.inductor.triton_split import split_reductions
@@ -215,7 +217,7 @@ def compile_graph_triton(graph: Graph, example_inputs=None, options: dict | None
     program = lower(prims_graph)
     if groups is None:
         program, _ = inline_pointwise(program)
-        program = split_reductions(program)
+        program = split_reductions(inline_widening_casts(program))
         groups = schedule(program).groups
     groups = [tuple(g) for g in groups]
     timings["lower"] = time.perf_counter() - start
