@@ -237,8 +237,10 @@ def to_prims_keep(graph: Graph) -> Graph:
     lowering's extern calls (they fail there, with the node named, if it cannot run them). Outputs
     keep the layouts eager gives them (see `keep_output_strides`)."""
     import torchsmith.prims
+    from torchsmith.prims.fuse_attention import fuse_attention
 
-    return keep_output_strides(graph, torchsmith.prims.decompose(graph, on_missing="keep"))
+    # Softmax attention written out as matmuls runs as the attention library kernel (see fuse_attention).
+    return keep_output_strides(graph, fuse_attention(torchsmith.prims.decompose(graph, on_missing="keep")))
 
 
 def keep_output_strides(aten: Graph, prims: Graph) -> Graph:
