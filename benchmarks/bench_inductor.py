@@ -302,8 +302,44 @@ def child_bandwidth(spec: dict) -> dict:
     return run_suite(getattr(torch, spec["dtype"]), spec["quick"], spec["repeat"], spec.get("kernels"))
 
 
+def child_measure_all(spec: dict) -> dict:
+    """--one-process: `child_measure` for every workload of `spec["workloads"]` in this one process
+    (torch, torch.compile's and torchsmith's start-up paid once: on the H200 a workload cost ~30 s
+    in a process of its own), each row appended to `spec["rows_file"]` as it finishes so that a run
+    cut short keeps what it measured. Per-workload counters are differences across the workload."""
+    import gc
+
+    for name in spec["workloads"]:
+        before = _process_stats(spec)
+        try:
+            result = child_measure(dict(spec, workload=name))
+        except Exception as e:
+            result = {"error": short_error(e)}
+        after = _process_stats(spec)
+        for key in ("backend_stats", "build"):
+            if key in result and key in after:
+                result[key] = {k: v - before[key].get(k, 0) for k, v in after[key].items()}
+        with open(spec["rows_file"], "a") as f:
+            f.write(json.dumps({"workload": name, "measure": result}) + "\n")
+        torch._dynamo.reset()  # the baseline's compiled code and guards of this workload
+        gc.collect()
+        if spec["device"].startswith("cuda"):
+            torch.cuda.empty_cache()
+    return {"done": len(spec["workloads"])}
+
+
+def _process_stats(spec: dict) -> dict:
+    if spec["backend"] != "inductor":
+        return {}
+    import torchsmith.inductor as inductor
+
+    if not hasattr(inductor, "BACKEND_STATS"):
+        return {}
+    return {"backend_stats": vars(inductor.BACKEND_STATS).copy(), "build": vars(inductor.BUILD_STATS).copy()}
+
+
 CHILDREN = {"first_call": child_first_call, "measure": child_measure, "copy": child_copy,
-            "bandwidth": child_bandwidth}
+            "bandwidth": child_bandwidth, "measure_all": child_measure_all}
 
 
 def run_child(spec: dict, cache: str, timeout: float) -> dict:
@@ -373,6 +409,51 @@ def bench_workload(name: str, args) -> dict:
     return row
 
 
+def _row_for(name: str, args, measure: dict) -> dict:
+    workload = WORKLOADS[name]
+    row = {"workload": name, "title": workload.title_for(args.device.startswith("cuda")),
+           "train": workload.train, "memory_bound": workload.memory_bound, "measure": measure}
+    measured = measure.get("systems", {})
+    for system in SYSTEMS[1:]:  # cold compiles in an already started process (see --one-process)
+        if "first_call_s" in measured.get(system, {}):
+            row[f"cold {system}"] = {"first_call_s": measured[system]["first_call_s"], "in_measure": True}
+    if "cold torchsmith" in row:
+        row["cold torchsmith"].update(compiled_graphs=measure.get("profile", {}).get("compiled_graphs"),
+                                      build=measure.get("build", {}))
+    return row
+
+
+def measure_in_one_process(names: list[str], args):
+    """Rows of `names`, measured by one child process (--one-process), yielded as they finish
+    (read from the rows file the child appends to; a child that dies or times out ends the list,
+    its remaining workloads marked with the error)."""
+    import threading
+
+    spec = {"device": args.device, "dtype": args.dtype, "quick": args.quick, "backend": args.backend,
+            "repeat": args.repeat, "round_s": 0.01 if args.quick else 0.03, "threads": args.threads,
+            "task": "measure_all", "workloads": names}
+    with tempfile.TemporaryDirectory(prefix="bench_inductor_") as cache:
+        spec["rows_file"] = os.path.join(cache, "rows.jsonl")
+        done: dict = {}
+        worker = threading.Thread(
+            target=lambda: done.update(run_child(spec, cache, args.timeout * len(names))), daemon=True
+        )
+        worker.start()
+        seen = 0
+        while True:
+            finished = not worker.is_alive()
+            lines = open(spec["rows_file"]).read().splitlines() if os.path.exists(spec["rows_file"]) else []
+            for line in lines[seen:]:
+                entry = json.loads(line)
+                yield _row_for(entry["workload"], args, entry["measure"])
+            seen = len(lines)
+            if finished:
+                break
+            time.sleep(0.5)
+        for name in names[seen:]:
+            yield _row_for(name, args, {"error": done.get("error", "not reached")})
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", choices=list(WORKLOADS), metavar="NAME",
@@ -392,6 +473,9 @@ def main(argv=None) -> dict:
                         help="skip the warm-start processes (the measuring process's first calls stand in; "
                         "with --no-cold too, those are cold compiles in an already started process)")
     parser.add_argument("--no-bandwidth", action="store_true", help="skip the GPU bandwidth micro-suite")
+    parser.add_argument("--one-process", action="store_true",
+                        help="measure every workload in one process (implies --no-cold --no-warm; first "
+                        "calls after the first workload no longer pay the compilers' start-up)")
     parser.add_argument("--bandwidth-only", action="store_true", help="run only the bandwidth micro-suite")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per child process")
     parser.add_argument("--out", help="write the markdown table here (default: results/ for full runs only)")
@@ -440,7 +524,14 @@ def main(argv=None) -> dict:
 
     if out and gpu:
         _write(out, result_so_far())  # the bandwidth suite, before any workload
-    for name in names:
+    if args.one_process:
+        args.no_cold = args.no_warm = True
+        for row in measure_in_one_process(names, args):
+            rows.append(row)
+            print(summarize(row), flush=True)
+            if out and gpu:
+                _write(out, result_so_far())
+    for name in [] if args.one_process else names:
         row = bench_workload(name, args)
         rows.append(row)
         print(summarize(row), flush=True)
