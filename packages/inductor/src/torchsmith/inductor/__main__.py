@@ -88,7 +88,7 @@ def _compile(args) -> int:
 
 def _codegen(args) -> int:
     from torchsmith.inductor.cpp_build import load_library
-    from torchsmith.inductor.cpp_codegen import generate_cpp
+    from torchsmith.inductor.cpp_codegen import generate_cpp, local_buffers
     from torchsmith.inductor.loop_ir_json import LoopIRFormatError, load_program
     from torchsmith.inductor.scheduler import schedule
 
@@ -99,7 +99,7 @@ def _codegen(args) -> int:
         return 1
     try:
         plan = schedule(program)
-        source, kernels = generate_cpp(program, plan.groups)
+        source, kernels = generate_cpp(program, plan.groups, local_buffers(program, plan.groups))
         if args.build and kernels:
             load_library(source)
     except InductorError as e:

@@ -8,6 +8,8 @@ The pipeline, one step per line::
                      as one addmm extern call)
     inline           cheap pointwise producers into their consumers     inline.inline_pointwise
     schedule         buffers -> kernel groups (vertical, horizontal)    scheduler.schedule
+    keep local       intermediates kept inside their kernel (softmax's  cpp_codegen.local_buffers
+                     exp row): no memory
     plan memory      storage reuse, in place where possible             memory_plan.plan_memory
     codegen          one C++ translation unit                           cpp_codegen.generate_cpp
     build            compile and load (disk cache)                      cpp_build.load_library
@@ -21,7 +23,7 @@ import logging
 import time
 
 from torchsmith.inductor.cpp_build import load_library
-from torchsmith.inductor.cpp_codegen import generate_cpp
+from torchsmith.inductor.cpp_codegen import generate_cpp, local_buffers
 from torchsmith.inductor.errors import LoweringError
 from torchsmith.inductor.inline import inline_pointwise
 from torchsmith.inductor.lower import lower
@@ -84,8 +86,10 @@ def compile_graph(graph: Graph, example_inputs=None, options: dict | None = None
     plan = timed("schedule", schedule, program)
     decisions = (*inlined, *plan.decisions)
     emit("inductor", "fusion", name=graph.name, decisions=decisions)
-    memory = timed("plan memory", plan_memory, program, list(plan.steps))
-    source, kernels = timed("codegen", generate_cpp, program, plan.groups)
+    # Intermediates a kernel writes and reads within one outer iteration get no memory at all.
+    local = timed("keep local", local_buffers, program, plan.groups)
+    memory = timed("plan memory", plan_memory, program, list(plan.steps), local)
+    source, kernels = timed("codegen", generate_cpp, program, plan.groups, local)
     emit("inductor", "code", name=graph.name, language="c++", source=source)
     # A graph of extern calls only has no kernel to build: skip the compiler process.
     library = timed("build", load_library, source) if kernels else None

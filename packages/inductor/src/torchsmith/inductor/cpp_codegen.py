@@ -18,6 +18,7 @@ from torchsmith.inductor.cpp_build import KERNEL_MARK
 from torchsmith.inductor.cpp_column_reduction import emit_column_kernel, is_column_reduction
 from torchsmith.inductor.cpp_expr import BodyWriter, cpp_index
 from torchsmith.inductor.cpp_indirect import INDIRECT_PRELUDE, uses_indirect
+from torchsmith.inductor.cpp_local import kernel_locals, localize
 from torchsmith.inductor.cpp_prelude import CPP_PRELUDE
 from torchsmith.inductor.cpp_random import RANDOM_PRELUDE, uses_random
 from torchsmith.inductor.cpp_reductions import ReductionEmitter
@@ -25,7 +26,7 @@ from torchsmith.inductor.cpp_types import cpp_type, storage_type, store_code
 from torchsmith.inductor.errors import CodegenError
 from torchsmith.inductor.loop_ir import ComputedBuffer, LoopProgram, Pointwise, Reduction, index_vars, loads
 
-__all__ = ["Group", "Kernel", "cpp_index", "cpp_type", "emit_kernel", "generate_cpp"]
+__all__ = ["Group", "Kernel", "cpp_index", "cpp_type", "emit_kernel", "generate_cpp", "local_buffers"]
 
 # Below this many elements of work a kernel runs on one thread: OpenMP's fork/join costs more.
 PARALLEL_THRESHOLD = 32768
@@ -101,7 +102,9 @@ def _welford_key(buffer: ComputedBuffer):
     return buffer.name
 
 
-def emit_kernel(name: str, group: tuple[ComputedBuffer, ...], program: LoopProgram) -> tuple[Kernel, str]:
+def emit_kernel(
+    name: str, group: tuple[ComputedBuffer, ...], program: LoopProgram, local: frozenset[str] = frozenset()
+) -> tuple[Kernel, str]:
     """The C++ function computing the buffers of `group`, in order, in one loop nest.
 
     The members share the outer loops (`_outer_ranges`); inside them each member loops over its
@@ -109,16 +112,20 @@ def emit_kernel(name: str, group: tuple[ComputedBuffer, ...], program: LoopProgr
     stored in the same outer iteration straight from memory: the scheduler only groups buffers
     whose reads stay inside that iteration (softmax rows, layer-norm rows). A `welford_mean` and a
     `welford_m2` buffer of the same value and ranges in one group are computed by one reduction.
+    Members named in `local` (see `local_buffers`) live in arrays of the outer iteration, not memory.
     """
     outer = _outer_ranges(group)
+    group, arrays = localize(group, local, len(outer))
     dtypes = {b.name: b.layout.dtype for b in program.buffers} | {
         i.name: i.layout.dtype for i in program.inputs
     }
-    writes = tuple(b.name for b in group)
+    members = {b.name for b in group}
+    writes = tuple(b.name for b in group if b.name not in local)
     reads = tuple(
-        dict.fromkeys(ld.buffer for b in group for ld in loads(b.body.value) if ld.buffer not in writes)
+        dict.fromkeys(ld.buffer for b in group for ld in loads(b.body.value) if ld.buffer not in members)
     )
     pointer_of = {n: f"out_{_c_name(n)}" for n in writes} | {n: f"in_{_c_name(n)}" for n in reads}
+    pointer_of |= {n: f"l_{_c_name(n)}" for n, _, _ in arrays}
     params = [f"{storage_type(dtypes[n])}* __restrict__ {pointer_of[n]}" for n in writes]
     params += [f"const {storage_type(dtypes[n])}* __restrict__ {pointer_of[n]}" for n in reads]
     params += [f"int64_t {s}" for s in program.symbols]
@@ -141,6 +148,8 @@ def emit_kernel(name: str, group: tuple[ComputedBuffer, ...], program: LoopProgr
     for depth, (v, r) in enumerate(zip(index_vars(len(outer)), outer)):
         lines.append(f"{'  ' * (depth + 1)}for (int64_t {v} = 0; {v} < {cpp_index(r)}; ++{v}) {{")
     indent = "  " * (len(outer) + 1)
+    # Declared inside the outer loop body: private to the thread running that iteration.
+    lines += [f"{indent}{t} {pointer_of[n]}[{size}];" for n, t, size in arrays]
     counter = [0]
     done: set = set()
     for buffer in group:
@@ -247,11 +256,23 @@ def default_groups(program: LoopProgram) -> list[Group]:
     return [tuple(g) for g in groups]
 
 
+def local_buffers(program: LoopProgram, groups: list[Group]) -> frozenset[str]:
+    """The buffers of `groups` that their kernel keeps in arrays of its outer iteration instead of
+    memory (cpp_local): softmax's row max, exp values and sum. The memory plan gives them no storage."""
+
+    def outer_of(group):
+        # Members threaded one by one (few outer iterations) share the iteration's arrays: still fine.
+        return None if is_column_reduction(group) else _outer_ranges(group)
+
+    return kernel_locals(program, groups, outer_of)
+
+
 def generate_cpp(
-    program: LoopProgram, groups: list[Group] | None = None
+    program: LoopProgram, groups: list[Group] | None = None, local: frozenset[str] = frozenset()
 ) -> tuple[str, list[tuple[Kernel, Group]]]:
     """The translation unit of `program`: one kernel per group of computed buffers (default:
-    `default_groups`; the scheduler passes fused groups), returned with each kernel and its group."""
+    `default_groups`; the scheduler passes fused groups), returned with each kernel and its group.
+    Buffers in `local` (from `local_buffers`) stay inside their kernel: no pointer, no storage."""
     if groups is None:
         groups = default_groups(program)
     parts = [
@@ -268,7 +289,7 @@ def generate_cpp(
     mark = KERNEL_MARK + "\n" if split_safe else ""
     kernels = []
     for k, group in enumerate(groups):
-        kernel, code = emit_kernel(f"kernel{k}_{_c_name(group[0].name)}", tuple(group), program)
+        kernel, code = emit_kernel(f"kernel{k}_{_c_name(group[0].name)}", tuple(group), program, local)
         parts.append(mark + code)
         kernels.append((kernel, tuple(group)))
     return "\n\n".join(parts) + "\n", kernels

@@ -79,7 +79,10 @@ def _split_index(index, shape, strides, ranges_items) -> tuple | None:
     row_major = contiguous_strides(tuple(shape))
     if any(d != 1 and not _holds("==", s, c) for s, c, d in zip(strides, row_major, shape)):
         return None  # only row-major buffers: their dims are ordered by stride
-    index = sympy.expand(sympy.sympify(index))
+    # A variable of a one-iteration loop is 0: dropped, it cannot land in another dim (`512*i0` of a
+    # [1, 2, 16, 16] buffer is not `2*i0` of dim 1).
+    unit = {v: 0 for v, size in ranges.items() if size == 1}
+    index = sympy.expand(sympy.sympify(index).xreplace(unit))
     loop_vars = [s for s in index.free_symbols if is_loop_var_name(s.name)]
     if any(v not in ranges for v in loop_vars):
         return None

@@ -18,6 +18,7 @@ from dataclasses import replace
 
 import sympy
 
+from torchsmith.inductor.expr_simplify import simplify
 from torchsmith.inductor.index_math import count_ops, distinct_loads, split_index, variable_ranges
 from torchsmith.inductor.loop_ir import (
     ComputedBuffer,
@@ -36,6 +37,10 @@ from torchsmith.inductor.loop_ir import (
 from torchsmith.inductor.scheduler import FusionDecision, log_decision
 from torchsmith.ir.symbolic import format_dim
 
+# A producer computed from loop indices alone (a causal mask: iota, subtract, compare) is inlined even
+# where a consumer reads it broadcast, up to this cost: a few integer vector ops per element cost about
+# what loading its stored value does, and its kernel, buffer and memory traffic go away.
+MAX_INDEX_ONLY_OPS = 4
 # A producer read at several sites is recomputed at each: allowed while cost x sites stays this small
 # (index_math.count_ops: 1 per arithmetic op, 4 per library call). softmax's exp(x - max), read by the
 # sum and by the division, costs 5 x 2 and stays a buffer: its kernel stores it once per row.
@@ -60,7 +65,7 @@ def _has_indirect(expr: Expr) -> bool:
 
 
 def _with_value(buffer: ComputedBuffer, value: Expr) -> ComputedBuffer:
-    return replace(buffer, body=replace(buffer.body, value=value))
+    return replace(buffer, body=replace(buffer.body, value=simplify(value)))
 
 
 class _NotFlat(Exception):
@@ -135,7 +140,8 @@ def _refusal(producer: ComputedBuffer, consumers, reads_elsewhere: list[str]) ->
                 )
             used = sympy.sympify(load.index).free_symbols
             broadcast = [v for v, size in ranges.items() if size != 1 and v not in used]
-            if broadcast and ops:
+            index_only = not loads(producer.body.value) and ops <= MAX_INDEX_ONLY_OPS
+            if broadcast and ops and not index_only:
                 along = ", ".join(sorted(map(str, broadcast)))
                 return (
                     f"{consumer.name} reads it broadcast along {along}: inlined, its ops (cost {ops}) would "
@@ -171,7 +177,11 @@ def _reads(buffer) -> set[str]:
 def inline_pointwise(program: LoopProgram) -> tuple[LoopProgram, list[FusionDecision]]:
     """`program` with cheap pointwise producers computed inside their consumers, and one decision
     (taken or refused, with the reason) per producer and consumer."""
-    current = {b.name: b for b in program.buffers}  # name -> buffer as rewritten so far
+    # name -> buffer as rewritten so far; no-op ops (iota's `* 1 + 0`) dropped first, so that they
+    # count for nothing in inlining costs.
+    current = {
+        b.name: _with_value(b, b.body.value) if isinstance(b, ComputedBuffer) else b for b in program.buffers
+    }
     order = [b.name for b in program.buffers]
     readers: dict[str, list[str]] = {}  # name -> the buffers reading it, in program order
     for b in program.buffers:

@@ -126,8 +126,11 @@ def _extend_through_aliases(steps, last_use: dict[str, int], pinned: set[str]) -
                 last_use[name] = max(last_use.get(name, k), end)
 
 
-def plan_memory(program: LoopProgram, steps: list[tuple[Buffer, ...]]) -> MemoryPlan:
-    """The plan for running `steps` (the schedule's kernel groups and extern calls) in order."""
+def plan_memory(
+    program: LoopProgram, steps: list[tuple[Buffer, ...]], local: frozenset[str] = frozenset()
+) -> MemoryPlan:
+    """The plan for running `steps` (the schedule's kernel groups and extern calls) in order.
+    Buffers in `local` live inside their kernel (cpp_codegen.local_buffers): no storage at all."""
     never = len(steps)  # the step after the last: outputs stay alive past it
     last_use: dict[str, int] = {}
     for k, step in enumerate(steps):
@@ -142,7 +145,7 @@ def plan_memory(program: LoopProgram, steps: list[tuple[Buffer, ...]]) -> Memory
         b.name: storage_key(b.layout)
         for step in steps
         for b in step
-        if isinstance(b, ComputedBuffer) or b.kernel not in _NOT_DONORS
+        if b.name not in local and (isinstance(b, ComputedBuffer) or b.kernel not in _NOT_DONORS)
     }
     storage_of: dict[str, str] = {}  # buffer -> the buffer that first allocated its storage
     pool: dict[tuple, list[str]] = {}
@@ -152,6 +155,8 @@ def plan_memory(program: LoopProgram, steps: list[tuple[Buffer, ...]]) -> Memory
         for buffer in step:
             if isinstance(buffer, ExternCall):
                 storage_of[buffer.name] = buffer.name
+                continue
+            if buffer.name in local:
                 continue
             donor = _in_place_donor(buffer, step, dying, key_of)
             if donor is not None:

@@ -175,7 +175,8 @@ def _cannot_join(group: list[ComputedBuffer], buffer: ComputedBuffer) -> str | N
         if split is None:
             return f"it reads {member.name} at {format_dim(load.index)}, not a per-dim affine index"
         for k in range(len(outer)):
-            if sympy.expand(split[k] - index_var(k)) != 0:
+            # A loop of one iteration: its variable is 0, whatever index names it (split_index gives 0).
+            if outer[k] != 1 and sympy.expand(split[k] - index_var(k)) != 0:
                 return (
                     f"it reads {member.name} at {format_dim(load.index)}, outside the outer iteration "
                     f"({index_var(k)} of loops {shown}) that computes it"

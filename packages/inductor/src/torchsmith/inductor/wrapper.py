@@ -72,7 +72,9 @@ class CompiledGraph:
                 self._run.append(self._extern_step(step[0], slot_of, drop))
             else:
                 kernel = kernel_of[step[0].name]
-                allocs = [self._allocation(b, donors.get(b.name), slot_of) for b in step]
+                # Kernel-local buffers (cpp_local) have no storage: only what the kernel writes.
+                stored = [b for b in step if b.name in kernel.writes]
+                allocs = [self._allocation(b, donors.get(b.name), slot_of) for b in stored]
                 self._run.append(self._kernel_step(library, kernel, allocs, slot_of, drop))
         self._outputs = [self._output(view, slot_of) for view in program.outputs]
         self._expected = [
