@@ -155,7 +155,7 @@ def step_along(index, var, variables) -> int | None:
     stride for a plain strided read), or None when that is not a constant (size symbols)."""
     index = sympy.sympify(index)
     zero = {v: sympy.Integer(0) for v in variables}
-    step = sympy.simplify(index.xreplace({**zero, var: sympy.Integer(1)}) - index.xreplace(zero))
+    step = sympy.expand(index.xreplace({**zero, var: sympy.Integer(1)}) - index.xreplace(zero))
     return int(step) if step.is_Integer else None
 
 
