@@ -193,6 +193,16 @@ def compare(expected: list[torch.Tensor], actual: list[torch.Tensor], dtype) -> 
 # --- the child processes -----------------------------------------------------------------------
 
 
+def _first_optimizer_step(device: str) -> None:
+    """One SGD step on a throwaway parameter. torch's first `optimizer.step()` in a process imports
+    torch._dynamo (seconds); a training program pays it with or without a compiler, so the warm and
+    cold first calls are timed after it."""
+    weight = torch.nn.Parameter(torch.ones(2, device=device))
+    optimizer = torch.optim.SGD([weight], lr=0.1)
+    weight.sum().backward()
+    optimizer.step()
+
+
 def child_first_call(spec: dict) -> dict:
     """A fresh process: wrap the model with `spec["system"]` and time its first call."""
     if spec.get("threads"):
@@ -203,6 +213,8 @@ def child_first_call(spec: dict) -> dict:
     if probe is not None and probe.not_built:
         return {"status": "not built"}
     sync = synchronizer(device)
+    if train:  # torch's own lazy start-up, which eager pays too: not compile time of either system
+        _first_optimizer_step(device)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         sync()

@@ -232,7 +232,9 @@ def markdown(result: dict) -> str:
         "First call in a new process (seconds): cold with empty caches, warm with the caches the cold run "
         f"filled. Targets: cold torchsmith at most {COLD_RATIO_TARGET:.0%} of torch.compile's, warm start "
         f"under {WARM_PER_GRAPH_TARGET_S} s per graph. Graphs: torch.compile's captured graphs; torchsmith's "
-        "compiled graphs (forward and backward count apart). C++ libraries built: cold / warm.",
+        "compiled graphs (forward and backward count apart). C++ libraries built: cold / warm. Training "
+        "processes take one throwaway optimizer step before the timed one: torch's first optimizer step "
+        "imports torch._dynamo (about a second), which eager pays as well.",
         "",
     ]
     if result.get("no_cold") and (result.get("quick") or result.get("no_warm")):
