@@ -4,6 +4,7 @@ running generated C++). `backend="inductor"` (backend.py) reaches it through aut
 The pipeline, one step per line::
 
     decompose        aten -> prims (prims graphs pass through)
+    choose layouts   channels-last around 2-D convolutions              channels_last.plan_channels_last
     lower            prims -> loop IR, one buffer per node (bias + mm   lower.lower
                      as one addmm extern call)
     inline           cheap pointwise producers into their consumers     inline.inline_pointwise
@@ -22,6 +23,7 @@ fusion decisions and the C++ are `inductor/loops`, `inductor/fusion` and `induct
 import logging
 import time
 
+from torchsmith.inductor.channels_last import plan_channels_last
 from torchsmith.inductor.cpp_build import load_library
 from torchsmith.inductor.cpp_codegen import generate_cpp, local_buffers
 from torchsmith.inductor.errors import LoweringError
@@ -35,6 +37,10 @@ from torchsmith.ir.events import emit
 
 # `TORCHSMITH_LOGS=output_code` (compile_api's logs) shows the loop IR and the C++ of each graph.
 code_log = logging.getLogger("torchsmith.inductor.output_code")
+
+# Whether graphs with 2-D convolutions run them channels-last (channels_last.py); the option
+# "layout_optimization" of compile_graph overrides it per graph.
+LAYOUT_OPTIMIZATION = True
 
 
 def to_prims(graph: Graph) -> Graph:
@@ -66,7 +72,7 @@ def compile_graph(graph: Graph, example_inputs=None, options: dict | None = None
     """Compile `graph` for the CPU; the result, called with the graph's inputs, returns the same
     list of outputs as `torchsmith.ir.interpret(graph, *inputs)`. `options` is compile_api's
     options dict; the C++ path reads `"cpp.threads"` (OpenMP threads of its kernels, None: OpenMP's
-    default).
+    default) and `"layout_optimization"` (channels-last convolutions; default `LAYOUT_OPTIMIZATION`).
 
     >>> fn = compile_graph(graph, [x])   # doctest: +SKIP
     >>> fn(x)                            # doctest: +SKIP
@@ -79,12 +85,15 @@ def compile_graph(graph: Graph, example_inputs=None, options: dict | None = None
         raise LoweringError(
             f"graph {graph.name} uses devices {sorted(devices)}; the C++ backend runs on cpu only"
         )
+    layout = None
+    if (options or {}).get("layout_optimization", LAYOUT_OPTIMIZATION):
+        layout = timed("choose layouts", plan_channels_last, prims_graph)
     # addmm=True: a bias add after a matmul runs inside torch.addmm (Triton fuses it its own way).
-    lowered = timed("lower", lambda g: lower(g, addmm=True), prims_graph)
+    lowered = timed("lower", lambda g: lower(g, addmm=True, layout=layout), prims_graph)
     program, inlined = timed("inline", inline_pointwise, lowered)
     emit("inductor", "loops", name=graph.name, program=program)
     plan = timed("schedule", schedule, program)
-    decisions = (*inlined, *plan.decisions)
+    decisions = (*((layout.decision,) if layout is not None else ()), *inlined, *plan.decisions)
     emit("inductor", "fusion", name=graph.name, decisions=decisions)
     # Intermediates a kernel writes and reads within one outer iteration get no memory at all.
     local = timed("keep local", local_buffers, program, plan.groups)

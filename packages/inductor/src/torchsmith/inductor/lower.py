@@ -75,6 +75,8 @@ class LoweringContext:
     use_count: dict[str, int] = field(default_factory=dict)
     fuse_addmm: bool = False
     matmuls: dict[str, str] = field(default_factory=dict)
+    # The values to store channels-last (channels_last.plan_channels_last), or None.
+    layout: object = None
 
     def ref(self, value) -> ViewRef:
         """The view a tensor argument reads."""
@@ -191,14 +193,15 @@ def _describe(node: Node) -> str:
     return f"{names} = {node.op}{where}"
 
 
-def lower(graph: Graph, *, addmm: bool = False) -> LoopProgram:
+def lower(graph: Graph, *, addmm: bool = False, layout=None) -> LoopProgram:
     """Lower a prims graph to a loop program (a `Graph -> LoopProgram` step).
 
     A `prims.*` or `aten.*` node without a lowering runs its eager implementation as an extern call
     (lowerings_fallback; listed in `program.fallbacks`); what cannot run that way (mutating ops,
     non-tensor or data-dependent results, torch-level ops) raises `LoweringError` with `.node` set.
     `addmm=True` folds a bias added to a float mm result into the call (`torch.addmm`): for code
-    generators without their own matmul epilogues (the C++ one).
+    generators without their own matmul epilogues (the C++ one). `layout`, a
+    `channels_last.ChannelsLastPlan`, names the values to store channels-last.
     """
     from torchsmith.inductor import (  # noqa: F401  (fill LOWERINGS)
         lowerings_creation,
@@ -210,7 +213,7 @@ def lower(graph: Graph, *, addmm: bool = False) -> LoopProgram:
     )
     from torchsmith.inductor.lowerings_fallback import lower_fallback
 
-    ctx = LoweringContext(fuse_addmm=addmm)
+    ctx = LoweringContext(fuse_addmm=addmm, layout=layout)
     inputs, symbols = [], set()
     for position, value in enumerate(graph.inputs):
         t = value.type
@@ -253,6 +256,10 @@ def lower(graph: Graph, *, addmm: bool = False) -> LoopProgram:
             error.node = node
             raise error from e
         results = results if isinstance(results, list) else [results]
+        if layout is not None and len(results) == 1 and isinstance(results[0], ViewRef):
+            from torchsmith.inductor.channels_last import relayout_result
+
+            results = [relayout_result(ctx, node.outputs[0].name, results[0])]
         for value, ref in zip(node.outputs, results, strict=True):
             ctx.env[value.name] = ref
     outputs = []

@@ -6,6 +6,7 @@ import dataclasses
 
 import torch
 
+from torchsmith.inductor.channels_last import lower_convolution_channels_last
 from torchsmith.inductor.loop_ir import ExternCall, Layout
 from torchsmith.inductor.lower import LoweringContext, register_lowering
 from torchsmith.inductor.lowerings_fallback import extern_params
@@ -51,6 +52,8 @@ def fuse_bias_add(ctx: LoweringContext, node: Node) -> ViewRef | None:
 
 @register_lowering("prims.convolution", "prims.scaled_dot_product_attention")
 def _lower_library_call(ctx: LoweringContext, node: Node) -> ViewRef:
+    if ctx.layout is not None and node.outputs[0].name in ctx.layout.convolutions:
+        return lower_convolution_channels_last(ctx, node)
     # The prim's torch implementation calls aten's kernel (oneDNN convolution, flash attention on CPU).
     params, kwargs, tensors = extern_params(ctx, node)
     (ref,) = ctx.extern(node, node.op, params=params, kwargs=kwargs, tensors=tensors)
