@@ -139,7 +139,7 @@ def test_training_forward_returning_every_convolution_result_keeps_nchw(caplog):
     graph = make_graph("saved", {"x": ((2, 3, 6, 6), F32), "w": ((4, 3, 3, 3), F32)}, body)
     with caplog.at_level(logging.INFO, logger="torchsmith.inductor.fusion"):
         compiled = compile_graph(graph)
-    assert any("refused: convolution layout: NCHW" in r.getMessage() for r in caplog.records)
+    assert any("not chosen: convolution layout: NCHW" in r.getMessage() for r in caplog.records)
     assert all(b.layout.strides == (144, 36, 6, 1) for b in compiled.program.buffers)
 
 
@@ -188,7 +188,7 @@ def test_option_turns_the_layout_off_and_the_plan_is_logged(caplog):
     with caplog.at_level(logging.INFO, logger="torchsmith.inductor.fusion"):
         on = compile_graph(graph)
     logged = [r.getMessage() for r in caplog.records]
-    assert any("convolution layout: channels-last for 2 2-D convolution(s)" in m for m in logged)
+    assert any("chosen: convolution layout: channels-last for 2 2-D convolution(s)" in m for m in logged)
     off = compile_graph(graph, options={"layout_optimization": False})
     assert not any(d.kind == "layout" for d in off.decisions)
     assert all(b.layout.strides[-1] == 1 for b in off.program.buffers if isinstance(b, ExternCall))

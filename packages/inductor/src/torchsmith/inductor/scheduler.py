@@ -47,7 +47,8 @@ HORIZONTAL_WINDOW = 8
 class FusionDecision:
     """One fusion considered: `kind` is "inline" (producer computed inside the consumer), "vertical"
     (consumer joins the producer's kernel) or "horizontal" (siblings reading the same data share
-    a kernel); `taken` says whether it was done and `reason` why (or why not)."""
+    a kernel), or "layout" (a graph's convolutions run channels-last: channels_last.py); `taken` says
+    whether it was done and `reason` why (or why not)."""
 
     kind: str
     producer: str
@@ -57,6 +58,8 @@ class FusionDecision:
 
     def __str__(self) -> str:
         verdict = "fused" if self.taken else "refused"
+        if self.kind == "layout":  # a layout choice (channels_last.py), not a fusion
+            verdict = "chosen" if self.taken else "not chosen"
         return f"{self.kind} {self.producer} -> {self.consumer}: {verdict}: {self.reason}"
 
 
