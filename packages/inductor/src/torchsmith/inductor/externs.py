@@ -6,6 +6,8 @@ registry (`prims.*`, `aten.*`) and runs its eager implementation, which is how t
 without a loop lowering works. `extern.output` picks output k of an earlier multi-output call.
 """
 
+import functools
+
 import torch
 
 from torchsmith.inductor.errors import RuntimeCallError
@@ -39,13 +41,23 @@ def extra_output_name(call_name: str, k: int) -> str:
     return f"{call_name}#{k}"
 
 
+@functools.lru_cache(maxsize=8192)
+def _static_dims(dims: tuple) -> tuple[int, ...]:
+    """Sizes without symbols as ints, evaluated once: extern calls run every call of a graph, and
+    evaluating sympy sizes each time was a measurable share of a small model's call."""
+    return tuple(evaluate(d, {}) for d in dims)
+
+
+def _dims(dims: tuple, bindings) -> tuple[int, ...]:
+    return _static_dims(dims) if not bindings else tuple(evaluate(d, bindings) for d in dims)
+
+
 def tensor_of(tensors: dict[str, torch.Tensor], view: TensorView, bindings) -> torch.Tensor:
     """`view` as a strided tensor over the storage of the buffer it reads."""
     base = tensors[view.buffer]
-    shape = [evaluate(d, bindings) for d in view.shape]
-    strides = [evaluate(d, bindings) for d in view.strides]
+    shape, strides = _dims(view.shape, bindings), _dims(view.strides, bindings)
     offset = evaluate(view.offset, bindings)
-    if list(base.shape) == shape and list(base.stride()) == strides and offset == 0:
+    if base.shape == shape and base.stride() == strides and offset == 0:
         return base
     return base.as_strided(shape, strides, base.storage_offset() + offset)
 
@@ -101,12 +113,11 @@ def _in_layout(call: ExternCall, result, bindings, args) -> torch.Tensor:
             f"extern call {call.name} ({call.kernel}, {call.origin}) returned {got}, expected a "
             f"{layout.dtype} tensor; the op's type rule and its eager implementation disagree"
         )
-    shape = [evaluate(d, bindings) for d in layout.shape]
-    strides = [evaluate(d, bindings) for d in layout.strides]
-    if list(result.shape) != shape:
+    shape, strides = _dims(layout.shape, bindings), _dims(layout.strides, bindings)
+    if result.shape != shape:
         raise RuntimeCallError(
             f"extern call {call.name} ({call.kernel}, {call.origin}) returned shape {list(result.shape)}, "
-            f"expected {shape}"
+            f"expected {list(shape)}"
         )
     storage = result.untyped_storage().data_ptr() if result.numel() else None
     aliases = storage is not None and any(
