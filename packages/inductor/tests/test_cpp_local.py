@@ -19,6 +19,7 @@ from torchsmith.inductor.loop_ir import Constant, IndexValue, Op, index_var
 from torchsmith.inductor.memory_plan import plan_memory
 from torchsmith.inductor.scheduler import schedule
 from torchsmith.inductor.testing import assert_matches_eager, make_graph
+from torchsmith.inductor.vector_math import libmvec_functions
 
 F32, I64 = torch.float32, torch.int64
 CPU = torch.device("cpu")
@@ -55,6 +56,8 @@ def test_causal_softmax_is_one_kernel_with_local_rows(shape):
     # Only the result has storage: the masked scores, max, exp values and sum are local arrays.
     assert [a.buffer for a in compiled.memory_plan.allocations] == [compiled.program.outputs[0].buffer]
     assert "l_exp[" in compiled.source
+    # A masking kernel: exp is ours, fast on -inf (libmvec's takes a scalar path per such lane).
+    assert "ts::exp_f32(" in compiled.source
 
 
 def test_rows_entirely_masked_give_nan_as_eager():
@@ -85,6 +88,8 @@ def test_softmax_values_and_no_exp_buffer(rows, cols):
     x[6, 0] = math.nan
     assert_matches_eager(compiled, graph, x, rtol=1e-5, atol=1e-6)
     assert len(compiled.memory_plan.allocations) == 1
+    if "expf" in libmvec_functions():  # no masking constant: libmvec's vector expf
+        assert "ts::exp_f32(" not in compiled.source
 
 
 def test_local_buffers_need_every_reader_in_the_kernel():

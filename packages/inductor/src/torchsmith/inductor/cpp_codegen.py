@@ -24,10 +24,21 @@ from torchsmith.inductor.cpp_random import RANDOM_PRELUDE, uses_random
 from torchsmith.inductor.cpp_reductions import ReductionEmitter
 from torchsmith.inductor.cpp_types import cpp_type, storage_type, store_code
 from torchsmith.inductor.errors import CodegenError
-from torchsmith.inductor.loop_ir import ComputedBuffer, LoopProgram, Pointwise, Reduction, index_vars, loads
+from torchsmith.inductor.loop_ir import (
+    ComputedBuffer,
+    Constant,
+    LoopProgram,
+    Pointwise,
+    Reduction,
+    index_vars,
+    loads,
+)
 
 __all__ = ["Group", "Kernel", "cpp_index", "cpp_type", "emit_kernel", "generate_cpp", "local_buffers"]
 
+# A float constant this large (or infinite, or nan) in a kernel marks it as masking: exp's vector
+# variant in libmvec is slow on inputs below -87.3 (vector_math.INLINE).
+MASK_MAGNITUDE = 80.0
 # Below this many elements of work a kernel runs on one thread: OpenMP's fork/join costs more.
 PARALLEL_THRESHOLD = 32768
 # A group holding a reduction with fewer outer iterations than this (statically) is threaded inside
@@ -102,7 +113,22 @@ def _welford_key(buffer: ComputedBuffer):
     return buffer.name
 
 
+def _huge_constant(expr) -> bool:
+    if isinstance(expr, Constant):
+        return isinstance(expr.value, float) and not abs(expr.value) < MASK_MAGNITUDE
+    return any(_huge_constant(a) for a in getattr(expr, "args", ()))
+
+
 def emit_kernel(
+    name: str, group: tuple[ComputedBuffer, ...], program: LoopProgram, local: frozenset[str] = frozenset()
+) -> tuple[Kernel, str]:
+    """`_emit_kernel`, with exp chosen for a kernel that may see masked values (vector_math.INLINE):
+    one holding an infinite or huge constant (masked_fill with -inf, a -1e9 fill)."""
+    with vector_math.masked_values(any(_huge_constant(b.body.value) for b in group)):
+        return _emit_kernel(name, group, program, local)
+
+
+def _emit_kernel(
     name: str, group: tuple[ComputedBuffer, ...], program: LoopProgram, local: frozenset[str] = frozenset()
 ) -> tuple[Kernel, str]:
     """The C++ function computing the buffers of `group`, in order, in one loop nest.

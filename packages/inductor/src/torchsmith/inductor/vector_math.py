@@ -8,9 +8,11 @@ Kernels call a function by its C name for the compute type: `expf` for float, `e
 (`libm_call`). floor/ceil/trunc/sqrt/nearbyint are declared too; GCC expands them inline.
 """
 
+import contextvars
 import ctypes
 import ctypes.util
 import platform
+from contextlib import contextmanager
 from functools import cache
 
 # C names (double versions) of the one-argument libm functions our op table uses.
@@ -26,16 +28,28 @@ _FLOAT_VARIANTS = ("_ZGVbN4v_", "_ZGVcN8v_", "_ZGVdN8v_", "_ZGVeN16v_")
 _DOUBLE_VARIANTS = ("_ZGVbN2v_", "_ZGVcN4v_", "_ZGVdN4v_", "_ZGVeN8v_")
 
 
-# Functions we compute inline: their loops vectorize with no call, libmvec or not. float exp is ours
-# even where libmvec has a vector expf: libmvec's handles every lane below -87.3 (a masked score at
-# -inf minus the row max, a -1e9 padding mask) with a scalar call, 10x slower per element; a causal
-# attention kernel of 2M elements, half masked, took 5.3 ms on one core with libmvec and 2.7 ms with
-# ours (g++ 12, AVX-512). On unmasked data ours is within 10% of libmvec (0.36 vs 0.32 ns per
-# element). (An inline erf, 1 - erfc from two exps and fitted polynomials, was accurate to 1.5 ulp
-# but 2x slower than erff.)
+# Functions we compute inline where libmvec has no vector variant, so that their loops still
+# vectorize (no call). Where it has one, libmvec's is a little faster on ordinary data (float exp:
+# 0.32 vs 0.36 ns per element, g++ 12, AVX-512), but it handles every lane below -87.3 (a masked
+# score at -inf minus the row max, a -1e9 padding fill) with a scalar call, 10x slower: a causal
+# attention kernel of 2M elements, half masked, took 5.3 ms on one core with libmvec's expf and
+# 2.0 ms with ours. So a kernel that may see such values (`masked_values`, decided per kernel by
+# the code generator: it holds an infinite or huge constant) uses ours anyway. (An inline erf,
+# 1 - erfc from two exps and fitted polynomials, was accurate to 1.5 ulp but 2x slower than erff.)
 INLINE = {("exp", "float"): "ts::exp_f32"}
-# Inline even where libmvec has a vector variant (see above).
-ALWAYS_INLINE = {("exp", "float")}
+# Whether the kernel being generated may feed masked values (-inf, -1e9) to exp: see INLINE.
+_masked = contextvars.ContextVar("masked_values", default=True)
+
+
+@contextmanager
+def masked_values(masked: bool):
+    """Within this block, `libm_call` picks exp for a kernel that does (not) see masked values."""
+    token = _masked.set(masked)
+    try:
+        yield
+    finally:
+        _masked.reset(token)
+
 
 # exp for float: x = n ln2 + r with |r| <= ln2/2 (Cody-Waite: the high part of ln2 has trailing zero
 # bits, so n * ln2_hi is exact), e^r by its Taylor polynomial to degree 7 (truncation error 5e-9,
@@ -46,7 +60,9 @@ INLINE_MATH = r"""
 namespace ts {
 __attribute__((always_inline)) inline float exp_f32(float x) {
   const float hi = 88.72283935546875f, lo = -103.972084045410156f;
-  const float xc = x > hi ? hi : (x < lo ? lo : x);
+  // Out of range, the result is inf or 0 (set below); compute on 0 meanwhile: clamped to lo, a masked
+  // -inf made a subnormal product, which costs a microcode assist per vector (2x slower exp).
+  const float xc = (x > hi || x < lo) ? 0.0f : x;
   const float n = __builtin_rintf(xc * 1.44269504088896341f);
   float r = __builtin_fmaf(-n, 0.693145751953125f, xc);
   r = __builtin_fmaf(-n, 1.42860676533018704e-06f, r);
@@ -76,12 +92,10 @@ __attribute__((always_inline)) inline float exp_f32(float x) {
 
 def libm_call(name: str, compute_type: str) -> str:
     """The C function computing `name` in `compute_type` ("float" -> `expf`, "double" -> `exp`),
-    or our inline version (`ts::exp_f32`) where we have one (float exp always, see ALWAYS_INLINE;
-    others where libmvec has no vector variant)."""
+    or our inline version (`ts::exp_f32`) where we have one and libmvec has no vector variant or
+    the kernel may see masked values (see INLINE, `masked_values`)."""
     c_name = f"{name}f" if compute_type == "float" else name
-    if (name, compute_type) in ALWAYS_INLINE:
-        return INLINE[(name, compute_type)]
-    if (name, compute_type) in INLINE and c_name not in libmvec_functions():
+    if (name, compute_type) in INLINE and (c_name not in libmvec_functions() or _masked.get()):
         return INLINE[(name, compute_type)]
     return c_name
 
