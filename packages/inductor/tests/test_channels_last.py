@@ -143,6 +143,25 @@ def test_training_forward_returning_every_convolution_result_keeps_nchw(caplog):
     assert all(b.layout.strides == (144, 36, 6, 1) for b in compiled.program.buffers)
 
 
+def test_transposed_convolution_between_convolutions():
+    def body(g, x, w, wt, bias):
+        c = g.op("aten.convolution.default", x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+        up = g.op("aten.convolution.default", g.op("aten.relu.default", c), wt, bias, [2, 2], [1, 1], [1, 1],
+                  True, [1, 1], 2)  # fmt: skip
+        return g.op("aten.sigmoid.default", up)
+
+    types = {
+        "x": ((2, 4, 5, 6), F32), "w": ((6, 4, 3, 3), F32), "wt": ((6, 3, 3, 3), F32), "bias": ((6,), F32),
+    }  # fmt: skip
+    graph = make_graph("transposed", types, body)
+    compiled = compile_graph(graph)
+    assert any(d.kind == "layout" and d.taken for d in compiled.decisions)
+    inputs = _inputs(types)
+    assert_matches_eager(compiled, graph, *inputs, rtol=1e-4, atol=1e-4)
+    (got,), (expected,) = compiled(*inputs), interpret(graph, *inputs)
+    assert got.stride() == expected.stride()
+
+
 def test_weights_changing_between_calls_are_read_each_call():
     graph, types = _chain_graph(*VARIANTS["3x3_pad1"])
     compiled = compile_graph(graph)
