@@ -208,6 +208,10 @@ def test_option_turns_the_layout_off_and_the_plan_is_logged(caplog):
         on = compile_graph(graph)
     logged = [r.getMessage() for r in caplog.records]
     assert any("chosen: convolution layout: channels-last for 2 2-D convolution(s)" in m for m in logged)
+    code_log = logging.getLogger("torchsmith.inductor.output_code")
+    with caplog.at_level(logging.INFO, logger=code_log.name):
+        compile_graph(graph)
+    assert "graph chain: convolution layout: channels-last" in caplog.text
     off = compile_graph(graph, options={"layout_optimization": False})
     assert not any(d.kind == "layout" for d in off.decisions)
     assert all(b.layout.strides[-1] == 1 for b in off.program.buffers if isinstance(b, ExternCall))

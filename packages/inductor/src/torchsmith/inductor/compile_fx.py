@@ -103,7 +103,7 @@ def compile_graph(graph: Graph, example_inputs=None, options: dict | None = None
     # A graph of extern calls only has no kernel to build: skip the compiler process.
     library = timed("build", load_library, source) if kernels else None
     if code_log.isEnabledFor(logging.INFO):
-        code_log.info("%s", format_output_code(graph.name, lowered, program, plan, memory, source))
+        code_log.info("%s", format_output_code(graph.name, lowered, program, plan, memory, source, layout))
     return CompiledGraph(
         program, library, kernels, source, prims_graph, timings,
         steps=list(plan.steps), memory_plan=memory, decisions=decisions,
@@ -111,10 +111,11 @@ def compile_graph(graph: Graph, example_inputs=None, options: dict | None = None
     )  # fmt: skip
 
 
-def format_output_code(name: str, lowered, program, plan, memory, source: str) -> str:
-    """The `output_code` log of one graph: loop IR before and after inlining, the kernels with the
-    IR node each fused buffer came from, the memory plan, then the C++."""
-    lines = [f"===== graph {name}: loop IR =====", str(lowered)]
+def format_output_code(name: str, lowered, program, plan, memory, source: str, layout=None) -> str:
+    """The `output_code` log of one graph: the layout choice (if any), loop IR before and after
+    inlining, the kernels with the IR node each fused buffer came from, the memory plan, then the C++."""
+    lines = [f"===== graph {name}: {layout.decision.reason} ====="] if layout is not None else []
+    lines += [f"===== graph {name}: loop IR =====", str(lowered)]
     if program != lowered:
         lines += [f"===== graph {name}: loop IR after inlining =====", str(program)]
     lines.append(f"===== graph {name}: {len(plan.groups)} kernels, {len(plan.steps)} steps =====")
