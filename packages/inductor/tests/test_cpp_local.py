@@ -77,12 +77,15 @@ def test_rows_entirely_masked_give_nan_as_eager():
     assert torch.isnan(out[1]).all() and out[3, 18] == 1
 
 
-@pytest.mark.parametrize("rows, cols", [(13, 1), (13, 7), (13, 33), (13, 1000), (13, 1031), (7, 5000)])
+@pytest.mark.parametrize(
+    "rows, cols", [(70, 1), (70, 7), (70, 33), (70, 1000), (70, 1031), (13, 33), (7, 5000), (64, 4100)]
+)
 def test_softmax_values_and_no_exp_buffer(rows, cols):
     # 7 rows: too few to thread, the kernel threads each member inside the row, over shared arrays.
     graph = make_graph("softmax", {"x": ((rows, cols), F32)}, softmax)
     compiled = compile_graph(graph)
     x = torch.randn(rows, cols) * 10
+    x[3, -1] = 60.0  # the row's max in the vector tail
     x[4] = -math.inf  # all -inf: nan
     x[5, cols // 2] = math.inf  # one inf: nan where x - max is inf - inf
     x[6, 0] = math.nan
