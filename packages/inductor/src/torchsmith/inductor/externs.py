@@ -10,6 +10,7 @@ import functools
 
 import torch
 
+from torchsmith.inductor import extern_pool
 from torchsmith.inductor.errors import RuntimeCallError
 from torchsmith.inductor.loop_ir import ExternCall, TensorArg, TensorView
 from torchsmith.ir.graph import ArgList
@@ -89,6 +90,15 @@ def run_extern(call: ExternCall, tensors: dict[str, torch.Tensor], bindings) -> 
         result = tensors[extra_output_name(call.args[0].buffer, k)]
         return _in_layout(call, result, bindings, [])
     fn = _kernel_fn(call.kernel)
+    if fn is extern_pool.OUT_KERNELS.get(call.kernel) and not (call.params or call.kwargs):
+        # A large matmul result goes into its call site's buffer from the last run when that is free.
+        layout = call.layout
+        shape, strides = _dims(layout.shape, bindings), _dims(layout.strides, bindings)
+        if extern_pool.worth_keeping(shape, layout.dtype):
+            out = extern_pool.out_buffer(call, shape, strides, layout.dtype, args[0].device)
+            result = fn(*args, out=out)
+            extern_pool.keep(call, result)
+            return result
     if call.params or call.kwargs:
         params = [_resolve(p, args, bindings) for p in call.params]
         kwargs = {k: _resolve(v, args, bindings) for k, v in call.kwargs}
