@@ -20,9 +20,9 @@ import torchsmith.inductor as inductor  # noqa: E402
 from torchsmith.inductor import backend  # noqa: E402
 from torchsmith.inductor.triton_graph import compile_graph_triton  # noqa: E402
 
-BENCHMARKS = pathlib.Path(__file__).resolve().parents[3] / "benchmarks"
+BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
 if not (BENCHMARKS / "inductor_workloads.py").exists():
-    pytest.skip("benchmarks/ is not next to the package (installed copy)", allow_module_level=True)
+    pytest.skip("benchmarks/ is not beside tests/", allow_module_level=True)
 sys.path.insert(0, str(BENCHMARKS))
 from inductor_workloads import WORKLOADS  # noqa: E402
 
