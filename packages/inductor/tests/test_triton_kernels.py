@@ -103,6 +103,22 @@ def test_half_precision_computes_in_float32(dtype):
     assert_matches_eager(compiled, graph, x, y, **HALF_TOLERANCE[dtype])
 
 
+@pytest.mark.parametrize("dtype", [F16, BF16])
+def test_half_batch_norm_inference_fuses_in_float32(dtype):
+    def body(b, x, w, bias, mean, var):
+        out = b.op("aten._native_batch_norm_legit_no_training.default", x, w, bias, mean, var, 0.1, 1e-5)
+        return b.op("aten.relu.default", out[0])
+
+    c = 5
+    vectors = {k: t(c, dtype=dtype) for k in ("w", "b", "mean", "var")}
+    graph = make_graph("bn", {"x": t(2, c, 6, 7, dtype=dtype), **vectors}, body)
+    compiled = compile_graph_triton(graph)
+    assert not compiled.program.fallbacks  # decomposed, not eager's kernel whole
+    args = [randn(2, c, 6, 7, dtype=dtype), *(randn(c, dtype=dtype) for _ in range(3))]
+    args.append(torch.rand(c, dtype=dtype, device=DEVICE) + 0.5)
+    assert_matches_eager(compiled, graph, *args, **HALF_TOLERANCE[dtype])
+
+
 def test_every_reduction_type():
     def body(b, x, k):
         return (

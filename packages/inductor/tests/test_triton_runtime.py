@@ -58,6 +58,28 @@ def test_tuned_config_is_remembered_on_disk(monkeypatch, private_cache_dir):
     assert triton_runtime.STATS.benchmarked == before + 1
 
 
+def test_kernels_compile_ahead_with_every_config_until_tuned_then_the_chosen_one(monkeypatch, tmp_path):
+    monkeypatch.setattr(triton_runtime, "TUNE_IN_INTERPRETER", True)
+    monkeypatch.setenv("TORCHSMITH_CACHE_DIR", str(tmp_path))  # a new machine: nothing tuned yet
+    monkeypatch.setattr(triton_runtime, "_CHOICES", {})
+    compiled = compile_graph_triton(gelu_graph(4096))
+    launcher = compiled._steps[0][1]
+    compiled_ahead = []
+    monkeypatch.setattr(
+        triton_runtime.TritonLauncher,
+        "compile_ahead",
+        lambda self, config, numels, tensors, symbols: compiled_ahead.append((config, tensors)),
+    )
+    work = [(launcher, [F32, randn(4096)], [], [4096])]
+    triton_runtime.compile_in_parallel(work, torch.device(DEVICE))
+    assert [c for c, _ in compiled_ahead] == list(launcher.spec.configs)
+    assert compiled_ahead[0][1][0] is F32  # a buffer not computed yet stands in by its dtype
+    launcher.config_for([4096], [torch.empty(4096, device=DEVICE), randn(4096)], [])  # tunes
+    compiled_ahead.clear()
+    triton_runtime.compile_in_parallel(work, torch.device(DEVICE))
+    assert [c for c, _ in compiled_ahead] == [launcher.chosen[(4096,)]]
+
+
 def test_inputs_unlike_the_compiled_ones_are_refused():
     graph = gelu_graph(64)
     compiled = compile_graph_triton(graph)

@@ -140,8 +140,25 @@ def _has_indirect(expr) -> bool:
     return any(_has_indirect(a) for a in getattr(expr, "args", ()))
 
 
-def _cannot_join(group: list[ComputedBuffer], buffer: ComputedBuffer) -> str | None:
-    """Why `buffer` cannot join the kernel `group`, or None when it can."""
+def _cpp_only_refusal(members: list[ComputedBuffer], outer) -> str | None:
+    """Refusals that only the C++ emitter needs (its threading and vectorization of loop nests)."""
+    threaded_alone = _split_alone(members, outer)
+    if threaded_alone:
+        return threaded_alone
+    if all(isinstance(m.body, Pointwise) and len(m.body.ranges) == len(outer) for m in members):
+        # The emitter threads and vectorizes a lone pointwise loop nest; pointwise members with
+        # the same loops and nothing else left would lose their vectorized inner loop. (A Triton
+        # kernel computes such members in registers, one block of elements at a time.)
+        return "pointwise loops of equal shape would lose their vectorized inner loop in one kernel"
+    for m in members:
+        if isinstance(m.body, Pointwise) and len(m.body.ranges) == len(outer) and _has_indirect(m.body.value):
+            # The C++ emitter places hoisted statements of such a member after their use.
+            return f"{m.name} has indirect loads without a loop of its own inside the shared loops"
+    return None
+
+
+def _cannot_join(group: list[ComputedBuffer], buffer: ComputedBuffer, target: str) -> str | None:
+    """Why `buffer` cannot join the kernel `group` of `target` ("cpp" or "triton"), or None when it can."""
     if len(group) >= MAX_GROUP_SIZE:
         return f"the kernel already holds {MAX_GROUP_SIZE} buffers"
     members = [*group, buffer]
@@ -155,18 +172,10 @@ def _cannot_join(group: list[ComputedBuffer], buffer: ComputedBuffer) -> str | N
             )
     if not outer and any(m.body.ranges for m in members):
         return "no loop in common (a full reduction cannot share a loop with a tensor)"
-    threaded_alone = _split_alone(members, outer)
-    if threaded_alone:
-        return threaded_alone
-    if all(isinstance(m.body, Pointwise) and len(m.body.ranges) == len(outer) for m in members):
-        # The emitter threads and vectorizes a lone pointwise loop nest; pointwise members with
-        # the same loops and nothing else left would lose their vectorized inner loop.
-        return "pointwise loops of equal shape would lose their vectorized inner loop in one kernel"
-    for m in members:
-        if isinstance(m.body, Pointwise) and len(m.body.ranges) == len(outer) and _has_indirect(m.body.value):
-            # Workaround (see /work/briefs/requests.md, H1 -> H2): the emitter places hoisted statements
-            # of such a member after their use; drop this check once cpp_codegen inserts them before.
-            return f"{m.name} has indirect loads without a loop of its own inside the shared loops"
+    if target == "cpp":
+        reason = _cpp_only_refusal(members, outer)
+        if reason:
+            return reason
     names = {m.name: m for m in group}
     ranges = variable_ranges(buffer)
     for load in dict.fromkeys(loads(buffer.body.value)):
@@ -187,8 +196,9 @@ def _cannot_join(group: list[ComputedBuffer], buffer: ComputedBuffer) -> str | N
     return None
 
 
-def schedule(program: LoopProgram) -> Schedule:
-    """Group the buffers of `program` into kernels (in program order) and record every decision."""
+def schedule(program: LoopProgram, target: str = "cpp") -> Schedule:
+    """Group the buffers of `program` into kernels (in program order) and record every decision;
+    `target` ("cpp" or "triton") is the code generator the groups are for."""
     steps: list[list[Buffer]] = []
     step_of: dict[str, int] = {}
     step_reads: list[set[str]] = []
@@ -222,7 +232,7 @@ def schedule(program: LoopProgram) -> Schedule:
                     continue
                 kind = "vertical" if inside else "horizontal"
                 partner = inside[0] if inside else next(m.name for m in steps[j] if reads_of(m) & reads)
-                reason = _cannot_join(steps[j], buffer)
+                reason = _cannot_join(steps[j], buffer, target)
                 if reason is None:
                     outer = min((m.body.ranges for m in [*steps[j], buffer]), key=len)
                     what = f"reads {', '.join(inside)}" if inside else f"reads {', '.join(shared)} too"

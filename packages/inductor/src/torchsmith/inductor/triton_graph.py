@@ -2,8 +2,9 @@
 or `prims.*` graph on CUDA tensors to Triton kernels and returns a callable with the same contract
 as the C++ backend's `CompiledGraph` (a list of outputs, equal to `interpret(graph, *inputs)`).
 
-    half layer norms in float32 (triton_upcast) -> decompose -> lower -> inline
-    -> widening casts read in place (triton_casts) -> split long narrow reductions (triton_split)
+    half layer norms in float32 (triton_upcast) -> decompose -> channels-last convolutions
+    (channels_last) -> lower -> inline -> widening casts read in place (triton_casts)
+    -> split long narrow reductions (triton_split)
     -> schedule
     -> generate_triton (splits groups one kernel cannot hold) -> load -> wrap
     options["max_autotune"]: matmuls also try the Triton template (triton_matmul), per shape
@@ -19,6 +20,7 @@ import time
 import sympy
 import torch
 
+from torchsmith.inductor.channels_last import plan_channels_last
 from torchsmith.inductor.errors import LoweringError, RuntimeCallError
 from torchsmith.inductor.externs import run_extern, tensor_of
 from torchsmith.inductor.inline import inline_pointwise
@@ -122,6 +124,7 @@ class TritonCompiledGraph:
             allocate = [_allocation(b) for b in groups[what] if b.name in spec.writes]
             self._steps.append(("kernel", launch_of[what], allocate))
         self._input_types = [(v.name, v.type) for v in graph.inputs]
+        self._compiled_ahead = False
         # Static graphs check inputs against precomputed signatures: a call is mostly launches.
         self._signatures = None
         if not program.symbols:
@@ -172,9 +175,31 @@ class TritonCompiledGraph:
                     )
         return bindings
 
+    def _compile_ahead(self, inputs, bindings: dict, symbols: list) -> None:
+        """Before the first launch, compile every kernel (each config it may be tuned over) in
+        parallel threads instead of one after another as the launches reach them. Buffers not
+        yet computed stand in by their dtype (Triton's warmup takes a dtype for a pointer)."""
+        from torchsmith.inductor.triton_runtime import compile_in_parallel
+
+        self._compiled_ahead = True
+
+        tensors = {b.name: inputs[b.position] for b in self.program.inputs}
+        work = []
+        for kind, what, _ in self._steps:
+            if kind != "kernel":
+                continue
+            spec = what.spec
+            names = spec.writes + spec.reads
+            args = [tensors[n] if n in tensors else _dtype_of(self.program, n) for n in names]
+            numels = what.static_numels or [int(evaluate(n, bindings)) for n in spec.numels]
+            work.append((what, args, symbols, numels))
+        compile_in_parallel(work, self.device)
+
     def __call__(self, *inputs) -> list[torch.Tensor]:
         bindings = self._bind(inputs)
         symbols = [bindings[s] for s in self.program.symbols]
+        if not self._compiled_ahead:
+            self._compile_ahead(inputs, bindings, symbols)
         tensors = {b.name: inputs[b.position] for b in self.program.inputs}
         for kind, what, allocate in self._steps:
             if kind == "epilogue":
@@ -204,6 +229,7 @@ def compile_graph_triton(graph: Graph, example_inputs=None, options: dict | None
     `options` is compile_api's dict (`max_autotune`, `triton.cudagraphs`, ...); `groups` overrides
     the fusion groups (tests). Returns a callable: `compiled(*inputs) -> list[Tensor]`.
     """
+    from torchsmith.inductor import compile_fx
     from torchsmith.inductor.compile_fx import to_prims
 
     options = options or {}
@@ -214,11 +240,15 @@ def compile_graph_triton(graph: Graph, example_inputs=None, options: dict | None
     devices = {v.type.device for v in prims_graph.values() if isinstance(v.type, TensorType)}
     device = _single_device(graph.name, devices)
     start = time.perf_counter()
-    program = lower(prims_graph)
+    layout = None
+    if options.get("layout_optimization", compile_fx.LAYOUT_OPTIMIZATION):
+        # cuDNN's convolutions run faster channels-last (NHWC), as on CPU.
+        layout = plan_channels_last(prims_graph)
+    program = lower(prims_graph, layout=layout)
     if groups is None:
         program, _ = inline_pointwise(program)
         program = split_reductions(inline_widening_casts(program))
-        groups = schedule(program).groups
+        groups = schedule(program, target="triton").groups
     groups = [tuple(g) for g in groups]
     timings["lower"] = time.perf_counter() - start
     start = time.perf_counter()
@@ -241,6 +271,10 @@ def compile_graph_triton(graph: Graph, example_inputs=None, options: dict | None
 
         return cudagraphify(compiled, mutated_inputs=options.get("mutated_inputs", ()))
     return compiled
+
+
+def _dtype_of(program: LoopProgram, name: str) -> torch.dtype:
+    return next(b.layout.dtype for b in program.buffers if b.name == name)
 
 
 def _ints(dims) -> tuple:

@@ -51,11 +51,17 @@ PERSISTENT_MAX = 8192
 # (XBLOCK, RBLOCK, num_warps). Rows contiguous along r: one row a program, long blocks.
 LOOPED_CONFIGS = ((1, 1024, 4), (1, 2048, 8), (1, 4096, 8))
 # Column walks: lanes along x (contiguous for them), a few reduced rows per step, per-lane
-# accumulators summed across r once at the end. On the H200 (32768x4096 and 4096x32768 sums) the
-# first four reached 95% / 89% of copy bandwidth in float32 but 48% / 53% in bfloat16, in the same
-# time per element: bound by the bytes in flight, so the last two (8192 elements a step, twice the
-# bytes of the others) are for 2-byte dtypes; not measured yet.
-COLUMN_CONFIGS = ((64, 64, 4), (128, 32, 4), (256, 16, 8), (32, 128, 4), (128, 64, 8), (256, 32, 8))
+# accumulators summed across r once at the end. On the H200, a bfloat16 32768x4096 column sum's
+# partial-sum kernel took 67.5 us with (64, 32, 4), 70 us with (512, 16, 8), (256, 32, 8) and
+# (128, 64, 8), 85 us with (64, 64, 4); in float32 (64, 64, 4) ... (256, 32, 8) reached 95% of copy.
+COLUMN_CONFIGS = (
+    (64, 32, 4), (64, 64, 4), (128, 32, 4), (256, 16, 8), (32, 128, 4), (128, 64, 8), (256, 32, 8),
+    (512, 16, 8),
+)
+# Short column walks (the second pass of a split column sum: 32 partials of 4096 columns) are
+# bound by latency: more programs win (14 us with 1-8 columns a program vs 23 us with 64).
+SHORT_COLUMN_XBLOCKS = (1, 4, 8)
+SHORT_COLUMN = 64
 
 
 def _same(a, b) -> bool:
@@ -202,6 +208,10 @@ def emit_reduction(
                 lines += [f"    {line}" for line in acc.finish_lines()]
                 results[b_name] = acc.result
         table = COLUMN_CONFIGS if columns else LOOPED_CONFIGS
+        short = sympy.sympify(rnumel)
+        if columns and short.is_Integer and int(short) <= SHORT_COLUMN:
+            rblock = next_power_of_2(int(short))
+            table = tuple((xb, rblock, 4) for xb in SHORT_COLUMN_XBLOCKS) + table
         configs = tuple((("XBLOCK", xb), ("RBLOCK", rb), ("num_warps", w)) for xb, rb, w in table)
     # Outer members (one value per row) and the reductions' own stores, after every loop.
     w = writer("    ")

@@ -1,9 +1,9 @@
-"""Layer norm in float16/bfloat16 on the GPU path: run it in float32 between conversions, so that it
-decomposes and fuses instead of running eager's kernel whole.
+"""Layer and batch norm in float16/bfloat16 on the GPU path: run them in float32 between conversions,
+so that they decompose and fuse instead of running eager's kernels whole.
 
-prims.decompose declines `native_layer_norm` (and its backward) in low precision: no prims formula
-in that dtype rounds as eager does. Eager's CUDA kernels load half values, compute the statistics
-and the affine output in float32 and round each output once; this pass writes exactly that as a
+prims.decompose declines `native_layer_norm`, the batch norms (and their backward) in low precision:
+no prims formula in that dtype rounds as eager does. Eager's CUDA kernels load half values, compute
+the statistics and the affine output in float32 and round each output once; this pass writes exactly that as a
 graph (convert the floating inputs to float32, the op in float32, convert each output back to the
 dtype the graph declared). In a Triton kernel the conversions cost nothing: half loads are widened
 to float32 anyway, and the final conversion is the store's rounding.
@@ -16,7 +16,16 @@ import torch
 from torchsmith.ir import Graph, GraphBuilder, Value, map_arg
 from torchsmith.ir.types import TensorType
 
-UPCAST_OPS = frozenset({"aten.native_layer_norm.default", "aten.native_layer_norm_backward.default"})
+UPCAST_OPS = frozenset({
+    "aten.native_layer_norm.default",
+    "aten.native_layer_norm_backward.default",
+    "aten._native_batch_norm_legit_no_training.default",
+    "aten._native_batch_norm_legit_functional.default",
+    "aten.native_batch_norm_backward.default",
+})
+# Batch norm in training mode updates its running statistics in place: computing it on float32
+# copies would update the copies. Only its inference form (training=False) is upcast.
+EVAL_ONLY_OPS = frozenset({"aten.native_batch_norm.default", "aten._native_batch_norm_legit.default"})
 LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
@@ -25,11 +34,13 @@ def _low(v) -> bool:
 
 
 def _needs_upcast(node) -> bool:
+    if node.op in EVAL_ONLY_OPS:
+        return node.args[5] is False and any(_low(a) for a in node.args)  # args[5]: training
     return node.op in UPCAST_OPS and any(_low(a) for a in node.args)
 
 
 def upcast_half_norms(graph: Graph) -> Graph:
-    """`graph` with every half-precision layer norm (forward or backward) computed in float32
+    """`graph` with every half-precision layer or batch norm (forward or backward) computed in float32
     between conversions; the graph itself when it has none."""
     if not any(_needs_upcast(node) for node in graph.nodes):
         return graph
