@@ -104,20 +104,6 @@ def _remember(key: str, index: int) -> None:
     _write_atomically(_tuning_file(), json.dumps(choices, indent=1, sort_keys=True))
 
 
-def _launch_hooks_unset() -> bool:
-    """Whether no profiler hooks into Triton's launches (those need the full launch path)."""
-    from triton import knobs
-
-    return knobs.runtime.launch_enter_hook is None and knobs.runtime.launch_exit_hook is None
-
-
-def _current_stream() -> int:
-    from triton.runtime import driver
-
-    active = driver.active
-    return active.get_current_stream(active.get_current_device())
-
-
 def grid_of(spec: TritonKernelSpec, numels: list[int], config: dict) -> int:
     """Programs to launch: one per block (per tile, per row block)."""
     cdiv = lambda a, b: -(-a // b)  # noqa: E731
@@ -136,8 +122,6 @@ class TritonLauncher:
     digest: str
     chosen: dict = field(default_factory=dict)
     static_numels: list | None = None
-    # Compiled kernels launched directly, by (config, numels, argument specialization): see _run.
-    direct: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if all(sympy.sympify(n).is_Integer for n in self.spec.numels):
@@ -156,29 +140,10 @@ class TritonLauncher:
         self._run(config, numels, tensors, symbols)
 
     def _run(self, config: Config, numels, tensors, symbols) -> None:
-        # Triton's `fn[grid](...)` binds and specializes every argument in Python on each launch
-        # (tens of microseconds: most of a small kernel's host time). After the first launch, the
-        # compiled kernel is launched directly, keyed by what Triton specializes on: pointer
-        # alignment to 16 bytes, integers equal to 1 or divisible by 16 (dtypes are fixed by the
-        # graph's input checks), and the device.
-        key = None
-        if not interpreting() and _launch_hooks_unset():
-            key = (config, tuple(numels), tensors[0].get_device(), *(t.data_ptr() % 16 == 0 for t in tensors),
-                   *((s == 1, s % 16 == 0) for s in symbols))  # fmt: skip
-            entry = self.direct.get(key)
-            if entry is not None:
-                kernel, grid, constants = entry
-                stream = _current_stream()
-                kernel.run(grid, 1, 1, stream, kernel.function, kernel.packed_metadata, None, None, None,
-                           *tensors, *symbols, *constants)  # fmt: skip
-                return
         options = dict(config)
         warps = options.pop("num_warps")
-        grid = grid_of(self.spec, numels, options)
-        kernel = self.fn[(grid,)](*tensors, *symbols, **options, num_warps=warps)
-        if key is not None and kernel is not None and hasattr(kernel, "packed_metadata"):
-            constants = [options[p.name] for p in self.fn.params if p.is_constexpr]
-            self.direct[key] = (kernel, grid, constants)
+        grid = (grid_of(self.spec, numels, options),)
+        self.fn[grid](*tensors, *symbols, **options, num_warps=warps)
 
     def _tunes(self, device: torch.device) -> bool:
         return len(self.spec.configs) > 1 and (device.type == "cuda" or TUNE_IN_INTERPRETER)
