@@ -234,6 +234,18 @@ def test_device_moves_are_typed_with_the_target_device(op, args, kwargs, expecte
     assert str(infer_result(op, fn, (x, *args), kwargs, True)) == expected
 
 
+def test_remembered_result_types_tell_int_and_float_constants_apart():
+    from torchsmith.capture.tensors import infer_result
+    from torchsmith.ir import TensorType, Value
+
+    x = Value("x", TensorType.make((2, 3), torch.int64))
+    add = torch.Tensor.add
+    assert str(infer_result("torch.Tensor.add", add, (x, 1), {}, True)) == "i64[2, 3] cpu"
+    assert str(infer_result("torch.Tensor.add", add, (x, 1.0), {}, True)) == "f32[2, 3] cpu"
+    assert str(infer_result("torch.Tensor.add", add, (x, True), {}, True)) == "i64[2, 3] cpu"
+    assert str(infer_result("torch.Tensor.add", add, (x, 1), {}, True)) == "i64[2, 3] cpu"
+
+
 def test_partial_escaping_the_graph_is_rebuilt(compile_with, backend):
     import functools
 

@@ -61,6 +61,15 @@ def test_tensor_locals_are_reused_after_their_binding():
     assert out == [exprs[0], spec, "len({id(___t0), id(L['xs'])}) == 2", exprs[3]]
 
 
+def test_tensor_locals_replace_whole_paths_longest_first():
+    from torchsmith.capture.guards import _reuse_tensor_locals
+
+    w, w2 = "L['m']._parameters['w']", "L['m']._parameters['w2']"
+    exprs = [f"(___t0 := {w}).dim() == 2", f"(___t1 := {w2}).dim() == 1", f"id({w2}) != id({w}) and {w}.a"]
+    out = _reuse_tensor_locals(exprs, {w: "___t0", w2: "___t1"})
+    assert out[2] == "id(___t1) != id(___t0) and ___t0.a"
+
+
 def test_aliased_inputs_still_recompile(compile_with, backend):
     def f(x, y):
         return x.add_(1) * y

@@ -40,6 +40,8 @@ def backward_compiler(options: dict | None) -> Compiler:
                 f"as eager ops instead: {e}",
                 stacklevel=2,
             )
+            import torchsmith.prims  # noqa: F401  (the graph's prims ops, for the interpreter)
+
             return python_compiler(graph, example_inputs)
 
     return compile_backward

@@ -168,18 +168,35 @@ _NOT_ALWAYS_EVALUATED = re.compile(r"\b(or|if|for|lambda)\b")
 def _reuse_tensor_locals(exprs: list[str], tensor_locals: dict[str, str]) -> list[str]:
     """After the conjunct that binds a tensor's local (`___t3 := source`), later conjuncts read
     the local instead of evaluating `source` again (e.g. the aliasing check over all inputs)."""
+    source_of = {local: source for source, local in tensor_locals.items()}
     bound: dict[str, str] = {}
     out = []
     for expr in exprs:
         if bound and not _NOT_ALWAYS_EVALUATED.search(expr):
-            # longest sources first, so a source that is a prefix of another does not cut it
-            for source in sorted(bound, key=len, reverse=True):
-                expr = expr.replace(source, bound[source])
+            expr = _SOURCE.sub(lambda m: _longest_bound(m.group(0), bound), expr)
         out.append(expr)
-        for source, local in tensor_locals.items():
-            if source not in bound and f"({local} := {source})" in expr:
+        # A guard over a model with hundreds of parameters has thousands of conjuncts: look up
+        # the locals a conjunct binds instead of testing every local against every conjunct.
+        for local in _BINDING.findall(expr):
+            source = source_of.get(local)
+            if source is not None and source not in bound and f"({local} := {source})" in expr:
                 bound[source] = local
     return out
+
+
+# A source path (`L['self']._modules['fc']._parameters['weight']`, `G['x'][0]`) and its segments.
+_SOURCE = re.compile(r"\b[LG]\['[^'\\]*'\](?:\.\w+|\['[^'\\]*'\]|\[\d+\])*")
+_SEGMENT = re.compile(r"\.\w+|\['[^'\\]*'\]|\[\d+\]")
+_BINDING = re.compile(r"\((___t\d+) := ")
+
+
+def _longest_bound(path: str, bound: dict[str, str]) -> str:
+    """`path` with its longest prefix that ends at a segment boundary and has a local read from it."""
+    for end in reversed([m.end() for m in _SEGMENT.finditer(path)]):
+        local = bound.get(path[:end])
+        if local is not None:
+            return local + path[end:]
+    return path
 
 
 def _share_module_paths(exprs: list[str]) -> list[str]:

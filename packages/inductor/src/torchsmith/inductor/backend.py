@@ -236,11 +236,21 @@ def to_prims_keep(graph: Graph) -> Graph:
     """The functional ATen graph decomposed to prims; ops with no decomposition stay whole for the
     lowering's extern calls (they fail there, with the node named, if it cannot run them). Outputs
     keep the layouts eager gives them (see `keep_output_strides`)."""
+    from torchsmith.inductor import compile_cache
+    from torchsmith.ir import dumps, loads
+
+    # A process that decomposed this graph before reads the prims graph back (GPT-2: ~0.1 s saved).
+    key = compile_cache.key_of("prims-graph", dumps(graph.replace(stamps=())))
+    text = compile_cache.lookup(key)
+    if text is not None:
+        return loads(text).replace(stamps=graph.stamps)
     import torchsmith.prims
     from torchsmith.prims.fuse_attention import fuse_attention
 
     # Softmax attention written out as matmuls runs as the attention library kernel (see fuse_attention).
-    return keep_output_strides(graph, fuse_attention(torchsmith.prims.decompose(graph, on_missing="keep")))
+    prims = keep_output_strides(graph, fuse_attention(torchsmith.prims.decompose(graph, on_missing="keep")))
+    compile_cache.store(key, dumps(prims.replace(stamps=())))
+    return prims
 
 
 def keep_output_strides(aten: Graph, prims: Graph) -> Graph:

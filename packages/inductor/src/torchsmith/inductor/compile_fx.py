@@ -4,6 +4,8 @@ running generated C++). `backend="inductor"` (backend.py) reaches it through aut
 The pipeline, one step per line::
 
     decompose        aten -> prims (prims graphs pass through)
+    cache lookup     a prims graph compiled before (any process): skip   compile_cache
+                     to the build
     choose layouts   channels-last around 2-D convolutions              channels_last.plan_channels_last
     lower            prims -> loop IR, one buffer per node (bias + mm   lower.lower
                      as one addmm extern call)
@@ -23,6 +25,7 @@ fusion decisions and the C++ are `inductor/loops`, `inductor/fusion` and `induct
 import logging
 import time
 
+from torchsmith.inductor import compile_cache
 from torchsmith.inductor.channels_last import plan_channels_last
 from torchsmith.inductor.cpp_build import load_library
 from torchsmith.inductor.cpp_codegen import generate_cpp, local_buffers
@@ -30,9 +33,9 @@ from torchsmith.inductor.errors import LoweringError
 from torchsmith.inductor.inline import inline_pointwise
 from torchsmith.inductor.lower import lower
 from torchsmith.inductor.memory_plan import describe, plan_memory
-from torchsmith.inductor.scheduler import schedule
+from torchsmith.inductor.scheduler import log_decision, schedule
 from torchsmith.inductor.wrapper import CompiledGraph
-from torchsmith.ir import Graph
+from torchsmith.ir import Graph, dumps
 from torchsmith.ir.events import emit
 
 # `TORCHSMITH_LOGS=output_code` (compile_api's logs) shows the loop IR and the C++ of each graph.
@@ -85,20 +88,21 @@ def compile_graph(graph: Graph, example_inputs=None, options: dict | None = None
         raise LoweringError(
             f"graph {graph.name} uses devices {sorted(devices)}; the C++ backend runs on cpu only"
         )
-    layout = None
-    if (options or {}).get("layout_optimization", LAYOUT_OPTIMIZATION):
-        layout = timed("choose layouts", plan_channels_last, prims_graph)
-    # addmm=True: a bias add after a matmul runs inside torch.addmm (Triton fuses it its own way).
-    lowered = timed("lower", lambda g: lower(g, addmm=True, layout=layout), prims_graph)
-    program, inlined = timed("inline", inline_pointwise, lowered)
-    emit("inductor", "loops", name=graph.name, program=program)
-    plan = timed("schedule", schedule, program)
+    use_layout = bool((options or {}).get("layout_optimization", LAYOUT_OPTIMIZATION))
+    # A process that compiled this prims graph before (same compiler code) skips to the build.
+    key = timed("cache key", _program_key, prims_graph, use_layout)
+    cached = timed("cache lookup", compile_cache.lookup, key)
+    hit = cached is not None
+    if not hit:
+        cached = _lower_to_cpp(prims_graph, use_layout, timed)
+        compile_cache.store(key, cached)
+    layout, lowered, program, inlined, plan, local, memory, source, kernels = cached
     decisions = (*((layout.decision,) if layout is not None else ()), *inlined, *plan.decisions)
+    if hit:  # TORCHSMITH_LOGS=fusion shows the decisions whether they were made now or before
+        for decision in decisions:
+            log_decision(decision)
+    emit("inductor", "loops", name=graph.name, program=program)
     emit("inductor", "fusion", name=graph.name, decisions=decisions)
-    # Intermediates a kernel writes and reads within one outer iteration get no memory at all.
-    local = timed("keep local", local_buffers, program, plan.groups)
-    memory = timed("plan memory", plan_memory, program, list(plan.steps), local)
-    source, kernels = timed("codegen", generate_cpp, program, plan.groups, local)
     emit("inductor", "code", name=graph.name, language="c++", source=source)
     # A graph of extern calls only has no kernel to build: skip the compiler process.
     library = timed("build", load_library, source) if kernels else None
@@ -109,6 +113,26 @@ def compile_graph(graph: Graph, example_inputs=None, options: dict | None = None
         steps=list(plan.steps), memory_plan=memory, decisions=decisions,
         threads=(options or {}).get("cpp.threads"),
     )  # fmt: skip
+
+
+def _program_key(prims_graph: Graph, use_layout: bool) -> str:
+    # Stamps (which passes made the graph, in how many seconds) differ in every process.
+    text = dumps(prims_graph.replace(stamps=()))
+    return compile_cache.key_of("cpp-program", text, f"layout={use_layout}")
+
+
+def _lower_to_cpp(prims_graph: Graph, use_layout: bool, timed) -> tuple:
+    """Everything between the prims graph and the C++ source: what the compile cache keeps."""
+    layout = timed("choose layouts", plan_channels_last, prims_graph) if use_layout else None
+    # addmm=True: a bias add after a matmul runs inside torch.addmm (Triton fuses it its own way).
+    lowered = timed("lower", lambda g: lower(g, addmm=True, layout=layout), prims_graph)
+    program, inlined = timed("inline", inline_pointwise, lowered)
+    plan = timed("schedule", schedule, program)
+    # Intermediates a kernel writes and reads within one outer iteration get no memory at all.
+    local = timed("keep local", local_buffers, program, plan.groups)
+    memory = timed("plan memory", plan_memory, program, list(plan.steps), local)
+    source, kernels = timed("codegen", generate_cpp, program, plan.groups, local)
+    return layout, lowered, program, inlined, plan, local, memory, source, kernels
 
 
 def format_output_code(name: str, lowered, program, plan, memory, source: str, layout=None) -> str:

@@ -66,6 +66,10 @@ def tensor_of(tensors: dict[str, torch.Tensor], view: TensorView, bindings) -> t
 def _kernel_fn(kernel: str):
     fn = EXTERN_KERNELS.get(kernel)
     if fn is None:
+        if kernel.startswith("prims."):
+            # A program read from the compile cache may reach here before anything imported prims
+            # (which registers the prims ops).
+            import torchsmith.prims  # noqa: F401
         fn = lookup_op(kernel).eager
         EXTERN_KERNELS[kernel] = fn
     return fn

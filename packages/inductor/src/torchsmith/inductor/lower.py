@@ -203,6 +203,9 @@ def lower(graph: Graph, *, addmm: bool = False, layout=None) -> LoopProgram:
     generators without their own matmul epilogues (the C++ one). `layout`, a
     `channels_last.ChannelsLastPlan`, names the values to store channels-last.
     """
+    # torchsmith.prims registers the prims ops: a graph read from the compile cache can arrive
+    # before anything else imported it.
+    import torchsmith.prims  # noqa: F401
     from torchsmith.inductor import (  # noqa: F401  (fill LOWERINGS)
         lowerings_creation,
         lowerings_indexing,

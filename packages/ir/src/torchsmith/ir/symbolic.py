@@ -168,8 +168,21 @@ _RELATIONS = {
 }
 
 
+_INT_RELATIONS = {
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+
+
 def compare(op: str, a: Dim, b: Dim):
     """`a <op> b`: a Python bool when it is decided for all sizes, else a sympy relation."""
+    if type(a) is int and type(b) is int and op in _INT_RELATIONS:
+        # Static sizes, the common case: no sympy relation to build (a graph compares thousands).
+        return _INT_RELATIONS[op](a, b)
     try:
         relation = _RELATIONS[op](sympy.sympify(a), sympy.sympify(b))
     except KeyError:

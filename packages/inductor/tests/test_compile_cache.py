@@ -1,0 +1,68 @@
+"""The compile cache (compile_cache.py): a prims graph compiled before is read back instead of
+lowered again, with the same program and the same results; keys change with what changes the
+result; damaged entries and a disabled cache fall back to compiling."""
+
+import importlib
+
+import torch
+
+from torchsmith.inductor import compile_cache
+from torchsmith.inductor.compile_fx import compile_graph
+from torchsmith.inductor.testing import assert_matches_eager, make_graph
+
+F32 = torch.float32
+
+
+def softmax_graph(n: int = 16):
+    def body(b, x):
+        return b.op("aten._softmax.default", b.op("aten.mul.Tensor", x, 2.0), -1, False)
+
+    return make_graph("softmax", {"x": ((4, n), F32)}, body)
+
+
+def test_second_compile_reads_the_cached_program(monkeypatch, tmp_path):
+    monkeypatch.setenv("TORCHSMITH_CACHE_DIR", str(tmp_path))
+    graph = softmax_graph()
+    hits, misses = compile_cache.STATS.hits, compile_cache.STATS.misses
+    first = compile_graph(graph)
+    assert (compile_cache.STATS.hits, compile_cache.STATS.misses) == (hits, misses + 1)
+    assert "lower" in first.timings
+    second = compile_graph(graph)
+    assert compile_cache.STATS.hits == hits + 1
+    assert "lower" not in second.timings  # read back, not lowered again
+    assert str(second.program) == str(first.program) and second.source == first.source
+    x = torch.randn(4, 16)
+    assert_matches_eager(second, graph, x)
+    torch.testing.assert_close(second(x)[0], first(x)[0])
+
+
+def test_key_changes_with_the_graph_and_with_user_registrations(monkeypatch, tmp_path):
+    monkeypatch.setenv("TORCHSMITH_CACHE_DIR", str(tmp_path))
+    text = "graph text"
+    key = compile_cache.key_of("cpp-program", text)
+    assert compile_cache.key_of("cpp-program", text) == key
+    assert compile_cache.key_of("cpp-program", text + " ") != key
+
+    def my_lowering(ctx, node):  # a lowering registered from outside torchsmith
+        raise NotImplementedError
+
+    lowerings = importlib.import_module("torchsmith.inductor.lower").LOWERINGS
+    monkeypatch.setitem(lowerings, "prims.my_op", my_lowering)
+    assert "prims.my_op" in compile_cache.custom_registrations()
+    assert compile_cache.key_of("cpp-program", text) != key
+
+
+def test_unreadable_entry_is_a_miss_and_the_cache_can_be_turned_off(monkeypatch, tmp_path, caplog):
+    monkeypatch.setenv("TORCHSMITH_CACHE_DIR", str(tmp_path))
+    graph = softmax_graph(8)
+    compile_graph(graph)
+    for entry in (tmp_path / "inductor_programs").iterdir():
+        entry.write_bytes(b"not a pickle")
+    again = compile_graph(graph)
+    assert "lower" in again.timings
+    assert "unreadable compile cache entry" in caplog.text
+    assert_matches_eager(again, graph, torch.randn(4, 8))
+    monkeypatch.setenv("TORCHSMITH_COMPILE_CACHE", "0")
+    hits = compile_cache.STATS.hits
+    assert "lower" in compile_graph(graph).timings
+    assert compile_cache.STATS.hits == hits
