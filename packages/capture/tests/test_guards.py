@@ -70,6 +70,20 @@ def test_tensor_locals_replace_whole_paths_longest_first():
     assert out[2] == "id(___t1) != id(___t0) and ___t0.a"
 
 
+def test_guards_below_a_code_object_follow_from_its_identity():
+    from torchsmith.capture.guards import GuardSet, Namespace
+
+    guards = GuardSet(Namespace())
+    code = (lambda a, b: a).__code__
+    guards.identity("G['f'].__code__", code)
+    guards.add("type(G['f'].__code__.co_varnames) is K9")
+    guards.add("G['f'].__code__.co_varnames[0] == 'a'")
+    kept = ["G['f'].__code__.co_varnames[0] == L['x']", "G['g'].__code__.co_varnames[0] == 'a'"]
+    for expr in kept:  # one reads an argument too, one another function's code
+        guards.add(expr)
+    assert guards.exprs[1:] == kept
+
+
 def test_aliased_inputs_still_recompile(compile_with, backend):
     def f(x, y):
         return x.add_(1) * y

@@ -119,6 +119,22 @@ def test_half_batch_norm_inference_fuses_in_float32(dtype):
     assert_matches_eager(compiled, graph, *args, **HALF_TOLERANCE[dtype])
 
 
+def test_identical_kernels_are_written_once_and_launched_for_each_group():
+    def body(b, x, y):
+        # the same layer norm on two inputs: two kernels with the same code
+        nx = b.op("aten.native_layer_norm.default", x, [32], None, None, 1e-5)
+        ny = b.op("aten.native_layer_norm.default", y, [32], None, None, 1e-5)
+        return b.op("aten.mul.Tensor", nx[0], 2.0), b.op("aten.mul.Tensor", ny[0], 2.0)
+
+    graph = make_graph("twice", {"x": t(8, 32), "y": t(8, 32)}, body)
+    compiled = compile_graph_triton(graph)
+    names = [spec.name for spec in compiled.kernels]
+    assert len(names) > len(set(names))  # some groups launch a kernel written for another
+    assert compiled.source.count("@triton.jit\ndef kernel") == len(set(names))
+    assert "the code of" in compiled.source
+    assert_matches_eager(compiled, graph, randn(8, 32), randn(8, 32))
+
+
 def test_every_reduction_type():
     def body(b, x, k):
         return (

@@ -14,6 +14,7 @@ recompile log) by evaluating the expressions one by one, which only happens on a
 """
 
 import re
+import types
 
 import torch
 
@@ -64,10 +65,16 @@ class GuardSet:
         # expr -> an equivalent but faster form used in the compiled guard (exprs stay readable)
         self._fast: dict[str, str] = {}
         self._tensor_locals: dict[str, str] = {}  # tensor source -> the local its fast spec binds
+        # Sources guarded by identity whose object cannot change (code objects): guards on what
+        # lies beneath them (`.co_varnames[3] == 'x'`, read by inspect.signature) always hold.
+        self._frozen: list[str] = []
 
     def add(self, expr: str, fast: str | None = None) -> None:
-        """Add one boolean expression (duplicates are dropped); `fast`, if given, is what the
-        compiled guard evaluates instead."""
+        """Add one boolean expression (duplicates and guards implied by an identity guard on an
+        immutable object are dropped); `fast`, if given, is what the compiled guard evaluates
+        instead."""
+        if self._frozen and self._implied(expr):
+            return
         if expr not in self._seen:
             self._seen.add(expr)
             self.exprs.append(expr)
@@ -79,6 +86,18 @@ class GuardSet:
 
     def identity(self, source: str, obj) -> None:
         self.add(f"{source} is {self.ns.name_of(obj)}")
+        if isinstance(obj, types.CodeType):
+            self._frozen.append(source)
+
+    def _implied(self, expr: str) -> bool:
+        """Whether `expr` reads nothing but what lies below an identity-guarded immutable object."""
+        for root in self._frozen:
+            if root not in expr:
+                continue
+            rest = re.sub(re.escape(root) + _ACCESSORS, "___root", expr)
+            if not _OTHER_OBJECT.search(rest.replace("___root", "")):
+                return True
+        return False
 
     def equals(self, source: str, value) -> None:
         """Guard a constant's type and value (bools and None by identity)."""
@@ -163,6 +182,11 @@ class GuardSet:
 
 _MODULE_PATH = re.compile(r"L\['\w+'\](?:\._modules\['[^'\]]+'\])+")
 _NOT_ALWAYS_EVALUATED = re.compile(r"\b(or|if|for|lambda)\b")
+
+
+_ACCESSORS = r"(?:\.\w+|\[[^\]]*\])*"
+# Anything that reads another object: an argument, a global, a path from a constant, a local.
+_OTHER_OBJECT = re.compile(r"\b[LG]\[|\bK\d+\s*[.\[]|___")
 
 
 def _reuse_tensor_locals(exprs: list[str], tensor_locals: dict[str, str]) -> list[str]:

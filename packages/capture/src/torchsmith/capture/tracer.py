@@ -292,7 +292,7 @@ class Tracer(StackOps, ControlOps, PythonOps, AttributeOps, DataclassOps, CallOp
             # a function is guarded by its code, not its identity, so a closure or lambda made
             # anew on every call reuses the graph; cells are guarded where they are read
             g.type_is(source, value)
-            g.add(f"{source}.__code__ is {self.ns.name_of(value.__code__)}")
+            g.identity(f"{source}.__code__", value.__code__)
             g.add(f"{source}.__defaults__ == {self.ns.name_of(value.__defaults__)}")
             g.add(f"{source}.__kwdefaults__ == {self.ns.name_of(value.__kwdefaults__)}")
             g.add(f"{source}.__globals__ is {self.ns.name_of(value.__globals__)}")

@@ -9,6 +9,7 @@ row kernel (triton_reduction). A member is stored only when something outside it
 
 import hashlib
 import logging
+from dataclasses import replace
 
 from torchsmith.inductor.errors import CodegenError
 from torchsmith.inductor.loop_ir import ComputedBuffer, ExternCall, LoopProgram, Reduction, loads
@@ -54,6 +55,9 @@ def generate_triton(program: LoopProgram, groups: list[Group] | None = None) -> 
         )
     parts = [f"# torchsmith inductor: Triton kernels of graph {program.name}", prelude + COMBINE_PRELUDE]
     kernels: list[tuple[TritonKernelSpec, Group]] = []
+    # A transformer's layers make the same kernels again (same code but for the origin comments):
+    # each distinct kernel is written, compiled and tuned once, and launched for every group.
+    first_with: dict[str, str] = {}
     for k, group in enumerate(groups):
         group = tuple(group)
         name = f"kernel{k}_{_identifier(group[0].name)}"
@@ -61,9 +65,20 @@ def generate_triton(program: LoopProgram, groups: list[Group] | None = None) -> 
             spec, code = _emitter(group)(name, group, program, stored)
         except CodegenError as error:
             raise CodegenError(f"graph {program.name}, kernel {name}: {error}") from None
-        parts.append(code)
+        same = _without_comments(code.replace(f"def {name}(", "def kernel(", 1))
+        first = first_with.setdefault(same, name)
+        if first == name:
+            parts.append(code)
+        else:
+            origins = ", ".join(f"%{b.name}" for b in group)
+            parts.append(f"# {name} ({origins}): the code of {first}")
+            spec = replace(spec, name=first)
         kernels.append((spec, group))
     return "\n\n\n".join(parts) + "\n", kernels
+
+
+def _without_comments(code: str) -> str:
+    return "\n".join(line for line in code.splitlines() if not line.lstrip().startswith("#"))
 
 
 def _emitter(group: Group):
