@@ -135,6 +135,20 @@ def test_identical_kernels_are_written_once_and_launched_for_each_group():
     assert_matches_eager(compiled, graph, randn(8, 32), randn(8, 32))
 
 
+def test_channels_last_convolutions_only_when_asked_for():
+    def body(b, x, w):
+        conv = b.op("aten.convolution.default", x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+        return b.op("aten.mul.Tensor", b.op("aten.relu.default", conv), 2.0)
+
+    graph = make_graph("conv", {"x": t(2, 3, 8, 8), "w": t(4, 3, 3, 3)}, body)
+    plain = compile_graph_triton(graph)
+    nhwc = compile_graph_triton(graph, options={"layout_optimization": True})
+    assert "nhwc" not in str(plain.program) and "nhwc" in str(nhwc.program)
+    x, w = randn(2, 3, 8, 8), randn(4, 3, 3, 3)
+    for compiled in (plain, nhwc):
+        assert_matches_eager(compiled, graph, x, w, rtol=1e-4, atol=1e-4)
+
+
 def test_every_reduction_type():
     def body(b, x, k):
         return (
