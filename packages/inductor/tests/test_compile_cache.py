@@ -9,6 +9,8 @@ import torch
 from torchsmith.inductor import compile_cache
 from torchsmith.inductor.compile_fx import compile_graph
 from torchsmith.inductor.testing import assert_matches_eager, make_graph
+from torchsmith.ir import TensorType
+from torchsmith.ir.symbolic import symbol
 
 F32 = torch.float32
 
@@ -66,3 +68,19 @@ def test_unreadable_entry_is_a_miss_and_the_cache_can_be_turned_off(monkeypatch,
     hits = compile_cache.STATS.hits
     assert "lower" in compile_graph(graph).timings
     assert compile_cache.STATS.hits == hits
+
+
+def test_cached_program_with_symbolic_sizes_runs_every_size(monkeypatch, tmp_path):
+    monkeypatch.setenv("TORCHSMITH_CACHE_DIR", str(tmp_path))
+    s0, s1 = symbol("s0"), symbol("s1")
+
+    def body(b, x):
+        var, mean = b.op("prims.var_mean", x, [1], 1)
+        return b.op("prims.add", b.op("prims.mul", var, 2.0), mean)
+
+    graph = make_graph("dynamic", {"x": TensorType.make((s0, s1), F32)}, body)
+    compile_graph(graph)
+    cached = compile_graph(graph)
+    assert "lower" not in cached.timings
+    for shape in [(3, 5), (7, 300), (1, 1)]:
+        assert_matches_eager(cached, graph, torch.randn(*shape), rtol=1e-5, atol=1e-5)
