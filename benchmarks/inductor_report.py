@@ -48,7 +48,8 @@ def profile_of(captured: int, errors: list[str], compiled: list) -> dict:
 
 
 def _status(row: dict) -> str:
-    """How torchsmith's run went: ok, fell back (a graph ran eagerly), not built, or an error."""
+    """How torchsmith's run went: ok, fell back (a graph ran eagerly), not compiled (capture found no
+    graph: eager speed, counted as such), not built, or an error."""
     measure = row.get("measure", {})
     if "error" in measure:
         return "error"
@@ -61,6 +62,8 @@ def _status(row: dict) -> str:
     stats = measure.get("backend_stats", {})
     if profile.get("errors") or stats.get("backward_fallbacks"):
         return "fell back"
+    if profile.get("captured") == 0:
+        return "ok, not compiled (graph breaks: ran eagerly)"
     if profile.get("fallbacks"):
         return "ok, eager ops"
     return "ok"
