@@ -1,0 +1,80 @@
+"""Where one workload's time goes, per system: host time per call (no synchronization) against the
+device time per call, and torch.profiler's top ops and kernels. For a workload where torchsmith
+trails torch.compile, this tells host-bound (Python per call) from slow kernels.
+
+    python benchmarks/profile_workload.py bert --device cuda --dtype bfloat16
+    python benchmarks/profile_workload.py mlp --systems torchsmith --top 15
+
+Not part of `nox -s bench`: it prints tables to read, and writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+from bench_inductor import TorchsmithProbe, make_step, make_system
+from inductor_workloads import WORKLOADS
+
+
+def _synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _per_call(step, calls: int, device: str) -> tuple[float, float]:
+    """(host seconds per call without waiting for the device, wall seconds per call with it)."""
+    _synchronize(device)
+    start = time.perf_counter()
+    for _ in range(calls):
+        step()
+    host = (time.perf_counter() - start) / calls
+    _synchronize(device)
+    return host, (time.perf_counter() - start) / calls
+
+
+def profile_system(system: str, name: str, args) -> None:
+    workload = WORKLOADS[name]
+    gpu = args.device.startswith("cuda")
+    torch.manual_seed(0)
+    module, inputs = workload.build(args.quick, gpu)
+    dtype = getattr(torch, args.dtype)
+    module = module.to(device=args.device, dtype=dtype).train(workload.train)
+    inputs = [x.to(args.device, dtype if x.is_floating_point() else x.dtype) for x in inputs]
+    probe = TorchsmithProbe("inductor", args.device) if system == "torchsmith" else None
+    step = make_step(workload.train, module, make_system(system, module, probe), inputs)
+    for _ in range(args.warmup):
+        step()
+    host, wall = _per_call(step, args.calls, args.device)
+    print(f"\n=== {name} / {system}: {host * 1e3:.3f} ms host per call (no sync), {wall * 1e3:.3f} ms wall")
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if gpu:
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=activities) as prof:
+        for _ in range(args.calls):
+            step()
+        _synchronize(args.device)
+    averages = prof.key_averages()
+    print(averages.table(sort_by="self_cpu_time_total", row_limit=args.top))
+    if gpu:
+        print(averages.table(sort_by="self_cuda_time_total", row_limit=args.top))
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("workload", choices=list(WORKLOADS))
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    parser.add_argument("--systems", nargs="+", default=["eager", "torch.compile", "torchsmith"])
+    parser.add_argument("--calls", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--top", type=int, default=12, help="rows of each profiler table")
+    parser.add_argument("--quick", action="store_true", help="the workload's tiny sizes")
+    args = parser.parse_args(argv)
+    for system in args.systems:
+        profile_system(system, args.workload, args)
+
+
+if __name__ == "__main__":
+    main()
