@@ -237,10 +237,10 @@ def to_prims_keep(graph: Graph) -> Graph:
     lowering's extern calls (they fail there, with the node named, if it cannot run them). Outputs
     keep the layouts eager gives them (see `keep_output_strides`)."""
     from torchsmith.inductor import compile_cache
-    from torchsmith.ir import dumps, loads
+    from torchsmith.ir import loads
 
     # A process that decomposed this graph before reads the prims graph back (GPT-2: ~0.1 s saved).
-    key = compile_cache.key_of("prims-graph", dumps(graph.replace(stamps=())))
+    key = compile_cache.key_of("prims-graph", compile_cache.graph_text(graph))
     text = compile_cache.lookup(key)
     if text is not None:
         return loads(text).replace(stamps=graph.stamps)
@@ -249,7 +249,7 @@ def to_prims_keep(graph: Graph) -> Graph:
 
     # Softmax attention written out as matmuls runs as the attention library kernel (see fuse_attention).
     prims = keep_output_strides(graph, fuse_attention(torchsmith.prims.decompose(graph, on_missing="keep")))
-    compile_cache.store(key, dumps(prims.replace(stamps=())))
+    compile_cache.store(key, compile_cache.graph_text(prims))
     return prims
 
 

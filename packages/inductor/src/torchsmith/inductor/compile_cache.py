@@ -92,6 +92,14 @@ def _qualified(fn) -> str:
     return f"{getattr(fn, '__module__', None)}.{getattr(fn, '__qualname__', type(fn).__name__)}"
 
 
+def graph_text(graph) -> str:
+    """`graph`'s IR JSON without its stamps (which passes made it, in how many seconds: they differ
+    in every process), the part of a key that names a graph."""
+    from torchsmith.ir import dumps
+
+    return dumps(graph.replace(stamps=()))
+
+
 def key_of(kind: str, *parts: str) -> str:
     """The cache key of a `kind` of entry computed from `parts` (serialized graph, options, ...)."""
     digest = hashlib.sha256(f"{kind}\0{code_version()}\0{custom_registrations()}".encode())

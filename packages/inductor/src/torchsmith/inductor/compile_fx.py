@@ -35,7 +35,7 @@ from torchsmith.inductor.lower import lower
 from torchsmith.inductor.memory_plan import describe, plan_memory
 from torchsmith.inductor.scheduler import log_decision, schedule
 from torchsmith.inductor.wrapper import CompiledGraph
-from torchsmith.ir import Graph, dumps
+from torchsmith.ir import Graph
 from torchsmith.ir.events import emit
 
 # `TORCHSMITH_LOGS=output_code` (compile_api's logs) shows the loop IR and the C++ of each graph.
@@ -116,9 +116,7 @@ def compile_graph(graph: Graph, example_inputs=None, options: dict | None = None
 
 
 def _program_key(prims_graph: Graph, use_layout: bool) -> str:
-    # Stamps (which passes made the graph, in how many seconds) differ in every process.
-    text = dumps(prims_graph.replace(stamps=()))
-    return compile_cache.key_of("cpp-program", text, f"layout={use_layout}")
+    return compile_cache.key_of("cpp-program", compile_cache.graph_text(prims_graph), f"layout={use_layout}")
 
 
 def _lower_to_cpp(prims_graph: Graph, use_layout: bool, timed) -> tuple:
