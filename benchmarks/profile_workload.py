@@ -34,6 +34,35 @@ def _per_call(step, calls: int, device: str) -> tuple[float, float]:
     return host, (time.perf_counter() - start) / calls
 
 
+def _print_first_sync(step) -> None:
+    """Where a call makes the host wait for the GPU (a pageable copy, `.item()`): such a call cannot
+    overlap its kernels with the next call's Python, so its time is host plus device."""
+    import traceback
+
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        step()
+        print("no synchronizing call")
+    except RuntimeError:
+        print("first synchronizing call:\n" + "".join(traceback.format_exc().splitlines(True)[-30:]))
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+def _print_python_profile(step, args) -> None:
+    """Where the host's Python time per call goes: cProfile's top functions by own time."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(args.calls):
+        step()
+    profiler.disable()
+    _synchronize(args.device)
+    pstats.Stats(profiler).sort_stats(args.sort).print_stats(args.top)
+
+
 def profile_system(system: str, name: str, args) -> None:
     workload = WORKLOADS[name]
     gpu = args.device.startswith("cuda")
@@ -46,8 +75,12 @@ def profile_system(system: str, name: str, args) -> None:
     step = make_step(workload.train, module, make_system(system, module, probe), inputs)
     for _ in range(args.warmup):
         step()
+    if args.find_syncs and gpu:
+        _print_first_sync(step)
     host, wall = _per_call(step, args.calls, args.device)
     print(f"\n=== {name} / {system}: {host * 1e3:.3f} ms host per call (no sync), {wall * 1e3:.3f} ms wall")
+    if args.cprofile:
+        _print_python_profile(step, args)
     activities = [torch.profiler.ProfilerActivity.CPU]
     if gpu:
         activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -70,6 +103,9 @@ def main(argv=None) -> None:
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--top", type=int, default=12, help="rows of each profiler table")
+    parser.add_argument("--cprofile", action="store_true", help="also cProfile's top Python functions")
+    parser.add_argument("--sort", default="tottime", help="cProfile's order: tottime or cumulative")
+    parser.add_argument("--find-syncs", action="store_true", help="the first call that waits for the GPU")
     parser.add_argument("--quick", action="store_true", help="the workload's tiny sizes")
     args = parser.parse_args(argv)
     for system in args.systems:

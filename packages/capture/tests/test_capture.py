@@ -246,6 +246,21 @@ def test_remembered_result_types_tell_int_and_float_constants_apart():
     assert str(infer_result("torch.Tensor.add", add, (x, 1), {}, True)) == "i64[2, 3] cpu"
 
 
+def test_op_without_meta_kernel_is_typed_like_its_input_only_where_known():
+    from torchsmith.capture.errors import Unsupported
+    from torchsmith.capture.tensors import infer_result
+    from torchsmith.ir import TensorType, Value
+
+    def no_meta(*args, **kwargs):  # what torch 2.11 does for the encoder fast path on CUDA
+        raise NotImplementedError("Could not run this op with arguments from the 'Meta' backend")
+
+    x = Value("x", TensorType.make((2, 5, 8), torch.bfloat16, device="cuda:0"))
+    typed = infer_result("torch._transformer_encoder_layer_fwd", no_meta, (x, 8, 2), {}, False)
+    assert str(typed) == "bf16[2, 5, 8] cuda:0"
+    with pytest.raises(Unsupported, match="no meta implementation"):
+        infer_result("torch.nonzero", no_meta, (x,), {}, False)
+
+
 def test_partial_escaping_the_graph_is_rebuilt(compile_with, backend):
     import functools
 

@@ -174,3 +174,27 @@ def test_matmul_consumer_runs_as_the_template_epilogue(monkeypatch):
     assert fused.choice is not None
     if not ON_GPU:
         assert fused.choice == 0
+
+
+def test_static_graph_calls_after_the_first_run_precomputed_steps(monkeypatch):
+    """A matmul reading a transposed view, a convolution (an extern with parameters), a kernel and
+    an output that is a view: the second call takes the static steps (no `_bind`) and agrees."""
+
+    def body(b, x, w, image, kernel):
+        product = b.op("aten.mm.default", x, b.op("aten.t.default", w))
+        conv = b.op(
+            "aten.convolution.default", image, kernel, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1
+        )
+        relu = b.op("aten.relu.default", product)
+        return relu, b.op("aten.t.default", product), b.op("aten.relu.default", conv)
+
+    types = {"x": t(16, 8), "w": t(12, 8), "image": t(2, 3, 8, 8), "kernel": t(4, 3, 3, 3)}
+    graph = make_graph("static_steps", types, body)
+    compiled = compile_graph_triton(graph)
+    inputs = [randn(16, 8), randn(12, 8), randn(2, 3, 8, 8), randn(4, 3, 3, 3)]
+    assert_matches_eager(compiled, graph, *inputs, rtol=1e-4, atol=1e-4)
+    monkeypatch.setattr(type(compiled), "_bind", lambda self, inputs: pytest.fail("took the general path"))
+    assert_matches_eager(compiled, graph, *inputs, rtol=1e-4, atol=1e-4)
+    other = [x.clone() for x in inputs]
+    assert_matches_eager(compiled, graph, *other, rtol=1e-4, atol=1e-4)
+    assert compiled(*other)[1].stride() == (1, 12)

@@ -63,7 +63,8 @@ def tensor_of(tensors: dict[str, torch.Tensor], view: TensorView, bindings) -> t
     return base.as_strided(shape, strides, base.storage_offset() + offset)
 
 
-def _kernel_fn(kernel: str):
+def kernel_function(kernel: str):
+    """The function an extern call's `kernel` name runs."""
     fn = EXTERN_KERNELS.get(kernel)
     if fn is None:
         if kernel.startswith("prims."):
@@ -92,8 +93,8 @@ def run_extern(call: ExternCall, tensors: dict[str, torch.Tensor], bindings) -> 
     if call.kernel == OUTPUT_KERNEL:
         (k,) = call.params
         result = tensors[extra_output_name(call.args[0].buffer, k)]
-        return _in_layout(call, result, bindings, [])
-    fn = _kernel_fn(call.kernel)
+        return in_layout(call, result, bindings, [])
+    fn = kernel_function(call.kernel)
     if fn is extern_pool.OUT_KERNELS.get(call.kernel) and not (call.params or call.kwargs):
         # A large matmul result goes into its call site's buffer from the last run when that is free.
         layout = call.layout
@@ -114,10 +115,10 @@ def run_extern(call: ExternCall, tensors: dict[str, torch.Tensor], bindings) -> 
             if k != call.output and extra is not None:
                 tensors[extra_output_name(call.name, k)] = extra
         result = result[call.output]
-    return _in_layout(call, result, bindings, args)
+    return in_layout(call, result, bindings, args)
 
 
-def _in_layout(call: ExternCall, result, bindings, args) -> torch.Tensor:
+def in_layout(call: ExternCall, result, bindings, args) -> torch.Tensor:
     """`result` as a tensor of its own storage in the layout the program reads it with: kernels index
     the buffer with the layout's strides, and later steps may reuse the storage of its inputs."""
     layout = call.layout

@@ -32,6 +32,7 @@ from torchsmith.inductor.triton_casts import inline_widening_casts
 from torchsmith.inductor.triton_codegen import generate_triton, source_hash
 from torchsmith.inductor.triton_runtime import interpreting, load_kernels
 from torchsmith.inductor.triton_split import split_reductions
+from torchsmith.inductor.triton_steps import static_steps
 from torchsmith.inductor.triton_upcast import upcast_half_norms
 from torchsmith.ir import Graph
 from torchsmith.ir.symbolic import evaluate
@@ -128,22 +129,34 @@ class TritonCompiledGraph:
         self._compiled_ahead = False
         # Static graphs check inputs against precomputed signatures: a call is mostly launches.
         self._signatures = None
+        self._static = None
+        # The device index inputs must be on (-1: the CPU); a graph traced on `cuda` means the
+        # device current at compile time.
+        self._device_index = -1 if device.type == "cpu" else device.index
+        if self._device_index is None:
+            self._device_index = torch.cuda.current_device()
         if not program.symbols:
             self._signatures = [
                 (k, t.dtype, torch.Size(_ints(t.shape)), _ints(t.strides))
                 for k, (_, t) in enumerate(self._input_types)
                 if isinstance(t, TensorType)
             ]
+            # Calls after the first run the steps as closures over their precomputed sizes.
+            steps, outputs = static_steps(program, self._steps, device, matmul)
+            inputs = [(b.name, b.position) for b in program.inputs]
+            self._static = (inputs, steps, outputs)
 
     def _matches_signatures(self, inputs) -> bool:
         if self._signatures is None or len(inputs) != self.program.num_graph_inputs:
             return False
-        device = self.device
+        # Runs on every call over every input (a model's parameters too): the cheapest reads first,
+        # the device as `get_device()` (an int: -1 on the CPU), dtypes by identity.
+        device_index = self._device_index
         for k, dtype, shape, strides in self._signatures:
             x = inputs[k]
-            if x.dtype != dtype or x.shape != shape or x.stride() != strides or x.device.type != device.type:
+            if x.dtype is not dtype or x.shape != shape or x.stride() != strides:
                 return False
-            if device.index is not None and x.device.index != device.index:
+            if x.get_device() != device_index:
                 return False
         return True
 
@@ -197,6 +210,12 @@ class TritonCompiledGraph:
         compile_in_parallel(work, self.device)
 
     def __call__(self, *inputs) -> list[torch.Tensor]:
+        if self._compiled_ahead and self._static is not None and self._matches_signatures(inputs):
+            positions, steps, outputs = self._static
+            tensors = {name: inputs[position] for name, position in positions}
+            for step in steps:
+                step(tensors)
+            return [read(tensors) for read in outputs]
         bindings = self._bind(inputs)
         symbols = [bindings[s] for s in self.program.symbols]
         if not self._compiled_ahead:

@@ -122,12 +122,17 @@ class TritonLauncher:
     digest: str
     chosen: dict = field(default_factory=dict)
     static_numels: list | None = None
+    # A static kernel on a GPU, once its config is decided: launched without Triton's binding.
+    direct: object = None
 
     def __post_init__(self):
         if all(sympy.sympify(n).is_Integer for n in self.spec.numels):
             self.static_numels = [int(n) for n in self.spec.numels]
 
     def launch(self, tensors: list[torch.Tensor], symbols: list[int], bindings: dict) -> None:
+        if self.direct is not None:
+            self.direct(tensors)
+            return
         numels = self.static_numels or [int(evaluate(n, bindings)) for n in self.spec.numels]
         if any(n > INDEX_LIMIT for n in numels):
             raise RuntimeCallError(
@@ -138,6 +143,16 @@ class TritonLauncher:
             return
         config = self.config_for(numels, tensors, symbols)
         self._run(config, numels, tensors, symbols)
+        if self.static_numels is not None and not symbols and tensors and tensors[0].is_cuda:
+            self.direct = self._direct_launch(config, numels, tensors[0].device)
+
+    def _direct_launch(self, config: Config, numels, device: torch.device):
+        from torchsmith.inductor.triton_direct import DirectLaunch
+
+        options = dict(config)
+        warps = options.pop("num_warps")
+        grid = grid_of(self.spec, numels, options)
+        return DirectLaunch(self.fn, options, warps, grid, device.index or 0)
 
     def _run(self, config: Config, numels, tensors, symbols) -> None:
         options = dict(config)

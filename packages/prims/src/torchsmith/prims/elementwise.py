@@ -132,14 +132,23 @@ def _binary_rule(name: str, accepts: str, out: str):
     return infer
 
 
+def _scalar_tensor(value, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A 0-d tensor holding `value`, made on `device` (`torch.tensor(value, device=...)` copies from
+    pageable host memory, which on a GPU waits for every kernel queued before it)."""
+    try:
+        return torch.full((), value, dtype=dtype, device=device)
+    except RuntimeError:  # a float out of the dtype's range: torch.tensor rounds it to inf
+        return torch.tensor(value, dtype=dtype).to(device)
+
+
 def _with_scalars(fn):
     """Run a torch binary op with a scalar operand as a 0-d tensor of the other's dtype (a weak scalar)."""
 
     def run(a, b):
         if not isinstance(a, torch.Tensor):
-            a = torch.tensor(a, dtype=b.dtype, device=b.device)
+            a = _scalar_tensor(a, b.dtype, b.device)
         elif not isinstance(b, torch.Tensor):
-            b = torch.tensor(b, dtype=a.dtype, device=a.device)
+            b = _scalar_tensor(b, a.dtype, a.device)
         return fn(a, b)
 
     return run
@@ -208,8 +217,8 @@ def _where_rule(pred, a, b):
 
 def _torch_where(pred, a, b):
     dtype = a.dtype if isinstance(a, torch.Tensor) else b.dtype
-    a = a if isinstance(a, torch.Tensor) else torch.tensor(a, dtype=dtype, device=pred.device)
-    b = b if isinstance(b, torch.Tensor) else torch.tensor(b, dtype=dtype, device=pred.device)
+    a = a if isinstance(a, torch.Tensor) else _scalar_tensor(a, dtype, pred.device)
+    b = b if isinstance(b, torch.Tensor) else _scalar_tensor(b, dtype, pred.device)
     return torch.where(pred, a, b)
 
 
