@@ -100,3 +100,28 @@ def test_decompose_hook_runs_on_the_functional_graph():
     assert "aten.clamp_min.default" in fn.last_program.forward_graph.ops()
     assert "decompose" in [s.pass_name for s in fn.last_program.forward_graph.stamps]
     torch.testing.assert_close(fn(*inputs)[0], interpret(block_graph(), *inputs)[0])
+
+
+def attention_graph(device: str):
+    b = GraphBuilder("attention")
+    q = b.input("q", f"bf16[2, 4, 16, 32] {device} grad")
+    k = b.input("k", f"bf16[2, 4, 16, 32] {device} grad")
+    v = b.input("v", f"bf16[2, 4, 16, 32] {device} grad")
+    return b.build(b.op("torch.nn.functional.scaled_dot_product_attention", q, k, v))
+
+
+def test_cuda_training_attention_traces_to_the_fused_kernel_and_its_backward(monkeypatch):
+    from torchsmith.autograd_aot import fused_attention
+
+    monkeypatch.setattr(fused_attention, "_kernel_runs", lambda call, device: True)  # no GPU here
+    qkv = [torch.empty(2, 4, 16, 32, dtype=torch.bfloat16, device="meta", requires_grad=True)] * 3
+    ops = trace(attention_graph("cuda:0"), qkv, training=True, device="cuda:0").graph.ops()
+    assert "aten._scaled_dot_product_efficient_attention.default" in ops
+    assert "aten._scaled_dot_product_efficient_attention_backward.default" in ops
+    assert "aten.bmm.default" not in ops and "aten._softmax.default" not in ops
+    # On the CPU (and for inference) attention keeps torch's own choice.
+    cpu_qkv = [torch.randn(2, 4, 16, 32, dtype=torch.bfloat16, requires_grad=True) for _ in range(3)]
+    cpu_ops = trace(attention_graph("cpu"), cpu_qkv, training=True).graph.ops()
+    assert "aten._scaled_dot_product_efficient_attention.default" not in cpu_ops
+    inference = trace(attention_graph("cuda:0"), qkv, training=False, device="cuda:0").graph.ops()
+    assert "aten._scaled_dot_product_efficient_attention.default" not in inference

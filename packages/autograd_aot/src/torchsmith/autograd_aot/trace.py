@@ -17,6 +17,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from torchsmith.autograd_aot.errors import TraceError
+from torchsmith.autograd_aot.fused_attention import fused_attention
 from torchsmith.autograd_aot.views import track_aliases
 from torchsmith.ir import Graph, Node, ScalarType, SymIntType, TensorType, Value, op_name_of, type_of
 from torchsmith.ir.builder import name_hint
@@ -251,7 +252,9 @@ def _run_torch_graph(graph: Graph, env: dict, bindings: dict, recorder: _Recorde
         recorder.source = node.source
         recorder.where = format_node(node)
         try:
-            result = run_node(_lift_index_lists(node, env), env, bindings)
+            result = fused_attention(node, env, bindings, recorder.device)
+            if result is None:
+                result = run_node(_lift_index_lists(node, env), env, bindings)
         except TraceError:
             raise
         except Exception as e:
