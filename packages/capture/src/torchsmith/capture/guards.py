@@ -148,7 +148,7 @@ class GuardSet:
         """The guard function's source; with `share_paths`, each submodule path is looked up once."""
         exprs = [self._fast.get(e, e) for e in self.exprs]
         if share_paths:
-            exprs = _share_module_paths(_reuse_tensor_locals(exprs, self._tensor_locals))
+            exprs = _share_paths(_reuse_tensor_locals(exprs, self._tensor_locals))
         body = " and\n                ".join(exprs) or "True"
         return (
             "def guard(L, G):\n"
@@ -180,7 +180,6 @@ class GuardSet:
         return None
 
 
-_MODULE_PATH = re.compile(r"L\['\w+'\](?:\._modules\['[^'\]]+'\])+")
 _NOT_ALWAYS_EVALUATED = re.compile(r"\b(or|if|for|lambda)\b")
 
 
@@ -223,30 +222,59 @@ def _longest_bound(path: str, bound: dict[str, str]) -> str:
     return path
 
 
-def _share_module_paths(exprs: list[str]) -> list[str]:
-    """Rewrite the conjuncts so that each submodule path (`L['self']._modules['layers']._modules['0']`)
-    is evaluated once, into a local `___mN`, at its first use; later uses read the local.
+def _share_paths(exprs: list[str]) -> list[str]:
+    """Rewrite the conjuncts so that each shared part of a source path (a submodule,
+    `L['self']._modules['layers']._modules['0']`, or a chain from a constant through globals and
+    closures, `K3.__globals__['f'].__closure__[0].cell_contents`) is evaluated once, into a local
+    `___pN`, at its first use; later uses read the local. A prefix is shared where at least two
+    uses part ways after it (binding a prefix always followed by the same step would save nothing).
 
     The conjuncts run left to right and the guard fails at the first false one, so a later use
     never runs without the first one having run, as long as the first use is not inside an `or`,
     conditional, comprehension or lambda (such conjuncts are left alone).
     """
+    eligible = [not _NOT_ALWAYS_EVALUATED.search(e) for e in exprs]
+    uses: dict[str, int] = {}  # prefix text -> how many paths start with it
+    for expr, ok in zip(exprs, eligible):
+        if ok:
+            for match in _PATH.finditer(expr):
+                for prefix in _prefixes(match.group(0)):
+                    uses[prefix] = uses.get(prefix, 0) + 1
+    step_uses: dict[str, int] = {}  # prefix -> the most paths that continue it with one same step
+    for prefix, count in uses.items():
+        chain = _prefixes(prefix)
+        if len(chain) >= 2:
+            step_uses[chain[-2]] = max(step_uses.get(chain[-2], 0), count)
+    shared = {p for p, count in uses.items() if count >= 2 and step_uses.get(p, 0) < count}
     local_of: dict[str, str] = {}
-    out = []
-    for expr in exprs:
-        if _NOT_ALWAYS_EVALUATED.search(expr):
-            out.append(expr)
-            continue
 
-        def replace(match: re.Match) -> str:
-            path = match.group(0)
-            if path in local_of:
-                return local_of[path]
-            local_of[path] = f"___m{len(local_of)}"
-            return f"({local_of[path]} := {path})"
+    def replace(match: re.Match) -> str:
+        path = match.group(0)
+        text, done = _ROOT.match(path).group(0), len(_ROOT.match(path).group(0))
+        for prefix in _prefixes(path):
+            step = prefix[done:]
+            done = len(prefix)
+            if prefix in local_of:
+                text = local_of[prefix]
+            elif prefix in shared:
+                local_of[prefix] = f"___p{len(local_of)}"
+                text = f"({local_of[prefix]} := {text}{step})"
+            else:
+                text += step
+        return text
 
-        out.append(_MODULE_PATH.sub(replace, expr))
-    return out
+    return [_PATH.sub(replace, e) if ok else e for e, ok in zip(exprs, eligible)]
+
+
+# A source path from an argument, a global or a constant, with at least one step.
+_ROOT = re.compile(r"[LG]\['[^'\\]*'\]|K\d+")
+_PATH = re.compile(r"\b(?:[LG]\['[^'\\]*'\]|K\d+)(?:\.\w+|\['[^'\\]*'\]|\[\d+\])+")
+
+
+def _prefixes(path: str) -> list[str]:
+    """The prefixes of `path` that end at a step boundary, shortest (root and one step) first."""
+    root = _ROOT.match(path).group(0)
+    return [path[: len(root) + m.end()] for m in _SEGMENT.finditer(path[len(root) :])]
 
 
 def compile_function(source: str, name: str, namespace: dict, filename: str):
