@@ -100,6 +100,16 @@ def test_tensor_literal_from_python_data():
     assert_matches_eager(compile_graph(graph), graph, torch.randn(2, 2))
 
 
+def test_scalar_tensor_literal_is_a_constant_loop_not_a_copy_per_call():
+    b = GraphBuilder("scalar_literal")
+    x = b.input("x", TensorType.make((2, 2), F32))
+    literal = b.op("torch.tensor", -0.5, dtype=F32, device=torch.device("cpu"))
+    graph = b.build(b.op("aten.mul.Tensor", x, literal))
+    compiled = compile_graph(graph)
+    assert_matches_eager(compiled, graph, torch.randn(2, 2))
+    assert not [buffer for buffer in compiled.program.buffers if isinstance(buffer, ExternCall)]
+
+
 def test_mutating_op_is_refused_with_the_node():
     b = GraphBuilder("mutating")
     x = b.input("x", TensorType.make((3,), F32))

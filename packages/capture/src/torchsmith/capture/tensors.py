@@ -192,12 +192,6 @@ def infer_result(op: str, fn, args: tuple, kwargs: dict, grad_enabled: bool):
     return _fresh(found)
 
 
-# Ops some torch builds have no meta kernel for, whose result is typed like one of their inputs (by
-# position). torch 2.11 has none on CUDA for the encoder layer's fused fast path, which
-# nn.TransformerEncoderLayer takes in eval mode (prims decomposes it).
-_WITHOUT_META = {"_transformer_encoder_layer_fwd": 0}
-
-
 def _infer_result(op: str, fn, args: tuple, kwargs: dict, grad_enabled: bool):
     if not _DYNAMO_DEFERRED[0]:
         _DYNAMO_DEFERRED[0] = True
@@ -223,10 +217,7 @@ def _infer_result(op: str, fn, args: tuple, kwargs: dict, grad_enabled: bool):
         with torch.no_grad():
             result = fn(*meta_args, **meta_kwargs)
     except NotImplementedError as e:
-        like_input = _WITHOUT_META.get(op.rsplit(".", 1)[-1])
-        if like_input is None:
-            raise Unsupported(f"{op} has no meta implementation (data-dependent output?): {e}") from e
-        result = torch.empty_like(meta_args[like_input])
+        raise Unsupported(f"{op} has no meta implementation (data-dependent output?): {e}") from e
     except Exception as e:
         raise Unsupported(f"{op} failed on meta tensors: {type(e).__name__}: {e}") from e
     method = op.rsplit(".", 1)[-1]

@@ -89,8 +89,14 @@ def _lower_philox(ctx: LoweringContext, node: Node) -> ViewRef:
 
 @register_lowering("torch.tensor")
 def _lower_tensor_literal(ctx: LoweringContext, node: Node) -> ViewRef:
-    # A small tensor from Python data (autograd_aot records `torch.tensor([1., 2.])` this way): built by
-    # torch per call; the data is in the node, so no input feeds it.
+    # A small tensor from Python data (autograd_aot records `torch.tensor([1., 2.])` this way).
+    out = out_type(node)
+    data = node.args[0] if node.args else None
+    if type(data) in (bool, int, float) and not out.shape:
+        # A scalar is a constant loop (it fuses into its readers): no copy from the host per call.
+        value = ctx.scalar(data, out.dtype)
+        return ctx.pointwise(node.outputs[0].name, out.shape, out.dtype, lambda idx: value)
+    # Other data is built by torch per call (extern.tensor: without waiting for the GPU).
     params, kwargs, tensors = extern_params(ctx, node)
-    (ref,) = ctx.extern(node, node.op, params=params, kwargs=kwargs, tensors=tensors)
+    (ref,) = ctx.extern(node, "extern.tensor", params=params, kwargs=kwargs, tensors=tensors)
     return ref

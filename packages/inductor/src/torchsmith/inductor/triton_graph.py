@@ -3,7 +3,8 @@ or `prims.*` graph on CUDA tensors to Triton kernels and returns a callable with
 as the C++ backend's `CompiledGraph` (a list of outputs, equal to `interpret(graph, *inputs)`).
 
     half layer and batch norms in float32 (triton_upcast) -> decompose -> channels-last
-    convolutions if options["layout_optimization"] (channels_last) -> lower -> inline
+    convolutions (channels_last: options["layout_optimization"], by default for half precision)
+    -> lower -> inline
     -> widening casts read in place (triton_casts)
     -> split long narrow reductions (triton_split)
     -> schedule
@@ -260,9 +261,7 @@ def compile_graph_triton(graph: Graph, example_inputs=None, options: dict | None
     device = _single_device(graph.name, devices)
     start = time.perf_counter()
     layout = None
-    if options.get("layout_optimization", False):
-        # Off unless asked for: on the H200, conv_bn_relu (32x64x112x112, float32) took 0.79 ms
-        # without and 0.84-0.98 ms with channels-last (input and weights converted on every call).
+    if options.get("layout_optimization", _half_precision_convolutions(prims_graph)):
         layout = plan_channels_last(prims_graph)
     program = lower(prims_graph, layout=layout)
     if groups is None:
@@ -291,6 +290,17 @@ def compile_graph_triton(graph: Graph, example_inputs=None, options: dict | None
 
         return cudagraphify(compiled, mutated_inputs=options.get("mutated_inputs", ()))
     return compiled
+
+
+def _half_precision_convolutions(graph: Graph) -> bool:
+    """Channels-last by default only for float16/bfloat16 convolutions. On the H200, cuDNN ran
+    conv_bn_relu's bfloat16 NCHW convolutions as NHWC kernels wrapped in its own transposes (200 us of
+    a 550 us call); in float32 channels-last measured slower (0.84-0.98 vs 0.79 ms per call, input and
+    weights converted on every call)."""
+    return any(
+        node.op == "prims.convolution" and node.outputs[0].type.dtype in (torch.float16, torch.bfloat16)
+        for node in graph.nodes
+    )
 
 
 def _dtype_of(program: LoopProgram, name: str) -> torch.dtype:
