@@ -34,12 +34,41 @@ def _tensor(data, *, dtype=None, device=None, **kwargs):
     return host.to(device, non_blocking=True)
 
 
+_EFFICIENT_ATTENTION = "aten._scaled_dot_product_efficient_attention.default"
+_EFFICIENT_ATTENTION_BACKWARD = "aten._scaled_dot_product_efficient_attention_backward.default"
+
+
+def _efficient_attention(*args, **kwargs):
+    """The memory-efficient attention kernel (autograd_aot.fused_attention puts it in CUDA training
+    graphs). Without dropout its RNG outputs (seed, offset) carry nothing, and eager makes them on
+    the CPU where the graph types them on the GPU: empty GPU tensors stand in (no copy, no wait)."""
+    results = lookup_op(_EFFICIENT_ATTENTION).eager(*args, **kwargs)
+    if _dropout(args, kwargs, 5) != 0.0:
+        return results
+    stand_in = torch.empty((), dtype=torch.long, device=results[0].device)
+    return results[0], results[1], stand_in, stand_in
+
+
+def _efficient_attention_backward(*args, **kwargs):
+    """The kernel's backward; without dropout it gets the CPU RNG outputs eager would pass it."""
+    if _dropout(args, kwargs, 9) == 0.0 and len(args) > 8:
+        cpu = torch.empty((), dtype=torch.long)
+        args = (*args[:7], cpu, cpu, *args[9:])
+    return lookup_op(_EFFICIENT_ATTENTION_BACKWARD).eager(*args, **kwargs)
+
+
+def _dropout(args, kwargs, position: int) -> float:
+    return args[position] if len(args) > position else kwargs.get("dropout_p", 0.0)
+
+
 EXTERN_KERNELS = {
     "prims.mm": torch.mm,
     "prims.bmm": torch.bmm,
     "extern.addmm": torch.addmm,  # (bias, a, b): an mm with its bias add (lowerings_library.fuse_bias_add)
     "extern.empty": _empty,
     "extern.tensor": _tensor,
+    _EFFICIENT_ATTENTION: _efficient_attention,
+    _EFFICIENT_ATTENTION_BACKWARD: _efficient_attention_backward,
 }
 
 # The kernel of a call that reads output `k` (its only param) of the multi-output call whose first
