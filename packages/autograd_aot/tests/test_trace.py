@@ -110,12 +110,16 @@ def attention_graph(device: str):
     return b.build(b.op("torch.nn.functional.scaled_dot_product_attention", q, k, v))
 
 
+def _fused_ops(graph, inputs, training=True, device="cuda:0"):
+    return trace(graph, inputs, training=training, device=device).graph.ops()
+
+
 def test_cuda_training_attention_traces_to_the_fused_kernel_and_its_backward(monkeypatch):
     from torchsmith.autograd_aot import fused_attention
 
     monkeypatch.setattr(fused_attention, "_kernel_runs", lambda call, device: True)  # no GPU here
     qkv = [torch.empty(2, 4, 16, 32, dtype=torch.bfloat16, device="meta", requires_grad=True)] * 3
-    ops = trace(attention_graph("cuda:0"), qkv, training=True, device="cuda:0").graph.ops()
+    ops = _fused_ops(attention_graph("cuda:0"), qkv)
     assert "aten._scaled_dot_product_efficient_attention.default" in ops
     assert "aten._scaled_dot_product_efficient_attention_backward.default" in ops
     assert "aten.bmm.default" not in ops and "aten._softmax.default" not in ops
@@ -123,5 +127,30 @@ def test_cuda_training_attention_traces_to_the_fused_kernel_and_its_backward(mon
     cpu_qkv = [torch.randn(2, 4, 16, 32, dtype=torch.bfloat16, requires_grad=True) for _ in range(3)]
     cpu_ops = trace(attention_graph("cpu"), cpu_qkv, training=True).graph.ops()
     assert "aten._scaled_dot_product_efficient_attention.default" not in cpu_ops
-    inference = trace(attention_graph("cuda:0"), qkv, training=False, device="cuda:0").graph.ops()
+    inference = _fused_ops(attention_graph("cuda:0"), qkv, training=False)
     assert "aten._scaled_dot_product_efficient_attention.default" not in inference
+
+
+def test_attention_inside_multi_head_attention_takes_the_fused_kernel_too(monkeypatch):
+    from torchsmith.autograd_aot import fused_attention
+    from torchsmith.capture import capture
+
+    monkeypatch.setattr(fused_attention, "_kernel_runs", lambda call, device: True)
+    graphs = []
+
+    def keep(graph, example_inputs):
+        graphs.append((graph, example_inputs))
+        return lambda *args: interpret(graph, *args)
+
+    layer = torch.nn.TransformerEncoderLayer(32, 4, dim_feedforward=64, dropout=0.0, batch_first=True)
+    capture(lambda x: layer(x).sum(), keep)(torch.randn(2, 8, 32))
+    graph, example = graphs[0]
+    assert "torch.nn.functional.multi_head_attention_forward" in graph.ops()  # kept whole by capture
+    meta = [
+        torch.empty_like(t, device="meta").requires_grad_(t.requires_grad) if torch.is_tensor(t) else t
+        for t in example
+    ]
+    ops = _fused_ops(graph, meta)
+    assert "aten._scaled_dot_product_efficient_attention_backward.default" in ops
+    assert "aten.bmm.default" not in ops
+    assert torch.nn.functional.scaled_dot_product_attention is torch._C._nn.scaled_dot_product_attention

@@ -291,27 +291,3 @@ def test_partial_made_outside_is_called_through_its_parts(compile_with, backend)
     x = torch.randn(3)
     torch.testing.assert_close(compile_with(f)(x), f(x))
     assert len(backend.graphs) == 1
-
-
-def _encoder_ops(compile_with, backend):
-    torch.manual_seed(0)
-    layer = torch.nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, dropout=0.0, batch_first=True).eval()
-    x = torch.randn(2, 5, 16)
-    with torch.no_grad():
-        torch.testing.assert_close(compile_with(layer)(x), layer(x))
-    return [node.op for graph in backend.graphs for node in graph.nodes]
-
-
-def test_encoder_fast_path_is_taken_only_where_it_traces(compile_with, backend, monkeypatch):
-    from torchsmith.capture import calls
-    from torchsmith.capture.api import reset_all
-
-    if calls.encoder_fast_path_traceable():
-        assert "torch._transformer_encoder_layer_fwd" in _encoder_ops(compile_with, backend)
-    backend.graphs.clear()
-    reset_all()
-    monkeypatch.setattr(calls, "encoder_fast_path_traceable", lambda: False)  # as on torch 2.11
-    ops = _encoder_ops(compile_with, backend)
-    assert "torch._transformer_encoder_layer_fwd" not in ops
-    assert "torch._C._nn.scaled_dot_product_attention" in ops or any("attention" in op for op in ops)
-    reset_all()  # the next test must not find this capture

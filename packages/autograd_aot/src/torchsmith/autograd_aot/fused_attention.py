@@ -11,29 +11,69 @@ inputs on the real device; autograd then records its fused backward, and prims k
 lengths), which a traced graph cannot hold.
 """
 
+import contextlib
 import logging
 
 import torch
-
-from torchsmith.ir import Node, Value
-from torchsmith.ir.interpreter import thaw
+from torch.overrides import TorchFunctionMode
 
 log = logging.getLogger("torchsmith.autograd_aot.fused_attention")
-ATTENTION_OPS = frozenset(
-    {"torch.nn.functional.scaled_dot_product_attention", "torch._C._nn.scaled_dot_product_attention"}
-)
+_ATTENTION = torch.nn.functional.scaled_dot_product_attention
 _PARAMETERS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
 _DEFAULTS = {"attn_mask": None, "dropout_p": 0.0, "is_causal": False, "scale": None, "enable_gqa": False}
 
 
-def fused_attention(node: Node, env: dict, bindings: dict, device: str):
-    """The result of attention node `node` computed with the fused kernel (on the meta tensors of
-    `env`, under the tracer), or None where the node keeps torch's own choice."""
-    if node.op not in ATTENTION_OPS or not device.startswith("cuda") or not torch.is_grad_enabled():
-        return None
+class FusedAttention(TorchFunctionMode):
+    """While the tracer runs a CUDA program that records gradients: every call of
+    `F.scaled_dot_product_attention`, also one made inside another torch function (capture keeps
+    `F.multi_head_attention_forward` whole), takes the memory-efficient kernel where it runs."""
+
+    def __init__(self, device: str):
+        super().__init__()
+        self.device = device
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is _ATTENTION and torch.is_grad_enabled():
+            result = _efficient_attention(args, kwargs, self.device)
+            if result is not None:
+                return result
+        if func is torch.nn.functional.multi_head_attention_forward:
+            # Torch functions run with this mode off, so the attention call inside this one would not
+            # reach it: for the call, the module's global it calls is the fused stand-in.
+            with _attention_in_functional(self.device):
+                return func(*args, **kwargs)
+        return func(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def _attention_in_functional(device: str):
+    functional = torch.nn.functional
+
+    def attention(*args, **kwargs):
+        query = args[0] if args else kwargs["query"]
+        result = None
+        if query.device.type == "meta" and torch.is_grad_enabled():  # only the tracer's own calls
+            result = _efficient_attention(args, kwargs, device)
+        return result if result is not None else _ATTENTION(*args, **kwargs)
+
+    functional.scaled_dot_product_attention = attention
+    try:
+        yield
+    finally:
+        functional.scaled_dot_product_attention = _ATTENTION
+
+
+def fused_attention(device: str, training: bool):
+    """The context the tracer runs a program in: `FusedAttention` for CUDA training programs."""
+    return FusedAttention(device) if training and device.startswith("cuda") else contextlib.nullcontext()
+
+
+def _efficient_attention(args, kwargs: dict, device: str):
+    """The attention computed with the fused kernel, or None where torch's own choice stays."""
     call = dict(_DEFAULTS)
-    call.update(zip(_PARAMETERS, (_value(a, env, bindings) for a in node.args)))
-    call.update((k, _value(v, env, bindings)) for k, v in node.kwargs)
+    call.update(zip(_PARAMETERS, args))
+    call.update(kwargs)
     q, k, v = call["query"], call["key"], call["value"]
     if not any(t.requires_grad for t in (q, k, v)) or not _kernel_runs(call, device):
         return None
@@ -41,10 +81,6 @@ def fused_attention(node: Node, env: dict, bindings: dict, device: str):
         q, k, v, None, True, 0.0, call["is_causal"], scale=call["scale"]
     )
     return outputs[0]
-
-
-def _value(arg, env: dict, bindings: dict):
-    return env[arg.name] if isinstance(arg, Value) else thaw(arg, bindings)
 
 
 def _kernel_runs(call: dict, device: str) -> bool:

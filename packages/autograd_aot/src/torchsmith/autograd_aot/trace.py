@@ -252,9 +252,7 @@ def _run_torch_graph(graph: Graph, env: dict, bindings: dict, recorder: _Recorde
         recorder.source = node.source
         recorder.where = format_node(node)
         try:
-            result = fused_attention(node, env, bindings, recorder.device)
-            if result is None:
-                result = run_node(_lift_index_lists(node, env), env, bindings)
+            result = run_node(_lift_index_lists(node, env), env, bindings)
         except TraceError:
             raise
         except Exception as e:
@@ -315,7 +313,8 @@ def trace(graph: Graph, example_inputs, *, training: bool, device: str | None = 
     # Saved tensors come back from autograd as the very objects that were saved, so the backward
     # refers to the forward's values by identity.
     keep_identity = torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)
-    with torch.enable_grad() if training else torch.no_grad(), keep_identity, recorder:
+    attention = fused_attention(recorder.device, training)
+    with torch.enable_grad() if training else torch.no_grad(), keep_identity, recorder, attention:
         outputs = _run_torch_graph(graph, env, bindings, recorder)
         specs, bases = _output_specs(recorder, outputs, num_inputs)
         for value, x in zip(graph.inputs, example_inputs):

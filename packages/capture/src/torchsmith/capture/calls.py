@@ -111,10 +111,6 @@ class CallOps(BuiltinOps):
     def call(self, fn, args: list, kwargs: dict, frame=None):
         """The tracker of `fn(*args, **kwargs)`."""
         depth = frame.depth if frame is not None else 1
-        if _is_fastpath_flag(fn) and not encoder_fast_path_traceable():
-            # nn.TransformerEncoderLayer's eval fast path is one fused op; where it cannot run on meta
-            # tensors, the graph could not be traced: take the regular path, which computes the same.
-            return ConstVar(False)
         if isinstance(fn, FunctionVar):
             return self.inline(
                 fn.code,
@@ -522,32 +518,6 @@ _DICT_READS = (
 )
 _PURE_CLASSES = (torch.finfo, torch.iinfo)  # C types made from constants, with no side effect
 _IMMUTABLE_TYPES = (str, bytes, int, float, complex, bool, tuple, frozenset)
-
-def _is_fastpath_flag(fn) -> bool:
-    """Whether `fn` tracks `torch.backends.mha.get_fastpath_enabled`."""
-    if isinstance(fn, FunctionVar):
-        return fn.code is torch.backends.mha.get_fastpath_enabled.__code__
-    return isinstance(fn, ConstVar) and fn.value is torch.backends.mha.get_fastpath_enabled
-
-
-@functools.cache
-def encoder_fast_path_traceable() -> bool:
-    """Whether torch's fused encoder-layer op runs on meta tensors (the tracers run programs on them):
-    torch 2.13 has a meta kernel for it, torch 2.11 has none."""
-    e, f = 8, 16
-
-    def m(*shape):
-        return torch.empty(*shape, device="meta")
-
-    try:
-        torch._transformer_encoder_layer_fwd(
-            m(1, 4, e), e, 2, m(3 * e, e), m(3 * e), m(e, e), m(e), False, False, 1e-5,
-            m(e), m(e), m(e), m(e), m(f, e), m(f), m(e, f), m(e), None, None,
-        )  # fmt: skip
-    except (NotImplementedError, RuntimeError):
-        return False
-    return True
-
 
 # Functions whose answer is fixed while running captured code.
 _FIXED_RESULTS = {
