@@ -118,6 +118,7 @@ def test_cuda_training_attention_traces_to_the_fused_kernel_and_its_backward(mon
     from torchsmith.autograd_aot import fused_attention
 
     monkeypatch.setattr(fused_attention, "_kernel_runs", lambda call, device: True)  # no GPU here
+    monkeypatch.setenv("TORCHSMITH_FUSED_ATTENTION", "1")
     qkv = [torch.empty(2, 4, 16, 32, dtype=torch.bfloat16, device="meta", requires_grad=True)] * 3
     ops = _fused_ops(attention_graph("cuda:0"), qkv)
     assert "aten._scaled_dot_product_efficient_attention.default" in ops
@@ -129,6 +130,9 @@ def test_cuda_training_attention_traces_to_the_fused_kernel_and_its_backward(mon
     assert "aten._scaled_dot_product_efficient_attention.default" not in cpu_ops
     inference = _fused_ops(attention_graph("cuda:0"), qkv, training=False)
     assert "aten._scaled_dot_product_efficient_attention.default" not in inference
+    monkeypatch.delenv("TORCHSMITH_FUSED_ATTENTION")  # off by default until measured on a GPU
+    default = _fused_ops(attention_graph("cuda:0"), qkv)
+    assert "aten._scaled_dot_product_efficient_attention.default" not in default
 
 
 def test_attention_inside_multi_head_attention_takes_the_fused_kernel_too(monkeypatch):
@@ -136,6 +140,7 @@ def test_attention_inside_multi_head_attention_takes_the_fused_kernel_too(monkey
     from torchsmith.capture import capture
 
     monkeypatch.setattr(fused_attention, "_kernel_runs", lambda call, device: True)
+    monkeypatch.setenv("TORCHSMITH_FUSED_ATTENTION", "1")
     graphs = []
 
     def keep(graph, example_inputs):

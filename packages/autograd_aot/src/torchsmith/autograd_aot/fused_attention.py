@@ -13,6 +13,7 @@ lengths), which a traced graph cannot hold.
 
 import contextlib
 import logging
+import os
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -64,9 +65,17 @@ def _attention_in_functional(device: str):
         functional.scaled_dot_product_attention = _ATTENTION
 
 
+def enabled() -> bool:
+    """Off unless `TORCHSMITH_FUSED_ATTENTION=1`: the graphs it makes are tested here (on meta
+    tensors), but no GPU has run them yet; the next session on the H200 measures and turns it on."""
+    return os.environ.get("TORCHSMITH_FUSED_ATTENTION") == "1"
+
+
 def fused_attention(device: str, training: bool):
     """The context the tracer runs a program in: `FusedAttention` for CUDA training programs."""
-    return FusedAttention(device) if training and device.startswith("cuda") else contextlib.nullcontext()
+    if training and device.startswith("cuda") and enabled():
+        return FusedAttention(device)
+    return contextlib.nullcontext()
 
 
 def _efficient_attention(args, kwargs: dict, device: str):
