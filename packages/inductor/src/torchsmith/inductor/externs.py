@@ -150,12 +150,18 @@ def run_extern(call: ExternCall, tensors: dict[str, torch.Tensor], bindings) -> 
         result = fn(*params, **kwargs)
     else:
         result = fn(*args)
-    if isinstance(result, (tuple, list)):
-        for k, extra in enumerate(result):
-            if k != call.output and extra is not None:
-                tensors[extra_output_name(call.name, k)] = extra
-        result = result[call.output]
-    return in_layout(call, result, bindings, args)
+    return in_layout(call, own_output(call, result, tensors), bindings, args)
+
+
+def own_output(call: ExternCall, result, tensors: dict):
+    """The output of `result` that `call` defines; a multi-output op's others go into `tensors`
+    under `extra_output_name`, for the `extern.output` calls that read them."""
+    if not isinstance(result, (tuple, list)):
+        return result
+    for k, extra in enumerate(result):
+        if k != call.output and extra is not None:
+            tensors[extra_output_name(call.name, k)] = extra
+    return result[call.output]
 
 
 def in_layout(call: ExternCall, result, bindings, args) -> torch.Tensor:
@@ -178,11 +184,12 @@ def in_layout(call: ExternCall, result, bindings, args) -> torch.Tensor:
     aliases = storage is not None and any(
         a.numel() and a.untyped_storage().data_ptr() == storage for a in args
     )
-    if not aliases and (result.numel() <= 1 or _same_strides(shape, result.stride(), strides)):
+    if not aliases and (result.numel() <= 1 or same_strides(shape, result.stride(), strides)):
         return result
     out = torch.empty_strided(shape, strides, dtype=layout.dtype, device=result.device)
     return out.copy_(result)
 
 
-def _same_strides(shape, actual, expected) -> bool:
+def same_strides(shape, actual, expected) -> bool:
+    """Whether two strides agree wherever the size is not 1 (where it is, no index reads them)."""
     return all(size == 1 or a == e for size, a, e in zip(shape, actual, expected))

@@ -13,10 +13,11 @@ import torch
 from torchsmith.inductor.externs import (
     EXTERN_KERNELS,
     OUTPUT_KERNEL,
-    extra_output_name,
     in_layout,
     kernel_function,
+    own_output,
     run_extern,
+    same_strides,
 )
 from torchsmith.inductor.loop_ir import ExternCall, LoopProgram, TensorArg, TensorView
 from torchsmith.ir.graph import ArgList
@@ -52,10 +53,6 @@ def view_reader(view: TensorView, exact_layouts: dict):
     return read
 
 
-def _same_strides(shape, actual, expected) -> bool:
-    return all(size == 1 or a == e for size, a, e in zip(shape, actual, expected))
-
-
 def _matmul_step(call: ExternCall, fn, layouts: dict, device: torch.device):
     readers = [view_reader(v, layouts) for v in call.args]
     name, dtype = call.name, call.layout.dtype
@@ -65,7 +62,7 @@ def _matmul_step(call: ExternCall, fn, layouts: dict, device: torch.device):
         result = fn(*[read(T) for read in readers])
         actual = result.stride()
         if actual != strides:
-            if _same_strides(shape, actual, strides):  # differing only where the size is 1
+            if same_strides(shape, actual, strides):  # differing only where the size is 1
                 result = result.as_strided(shape, strides)
             else:  # the library chose another layout than the program indexes with
                 result = torch.empty_strided(shape, strides, dtype=dtype, device=device).copy_(result)
@@ -109,17 +106,11 @@ def _extern_step(call: ExternCall, layouts: dict):
     readers = [view_reader(v, layouts) for v in call.args]
     params = [_argument_builder(p) for p in call.params]
     kwargs = [(key, _argument_builder(v)) for key, v in call.kwargs]
-    output = call.output
 
     def step(T):
         args = [read(T) for read in readers]
         result = fn(*[p(args) for p in params], **{key: v(args) for key, v in kwargs})
-        if isinstance(result, (tuple, list)):
-            for k, extra in enumerate(result):
-                if k != output and extra is not None:
-                    T[extra_output_name(name, k)] = extra
-            result = result[output]
-        T[name] = in_layout(call, result, empty, args)
+        T[name] = in_layout(call, own_output(call, result, T), empty, args)
 
     return step
 
