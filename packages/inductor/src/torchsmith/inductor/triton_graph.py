@@ -35,6 +35,7 @@ from torchsmith.inductor.triton_runtime import interpreting, load_kernels
 from torchsmith.inductor.triton_split import split_reductions
 from torchsmith.inductor.triton_steps import static_steps
 from torchsmith.inductor.triton_upcast import upcast_half_norms
+from torchsmith.inductor.triton_workers import start_workers
 from torchsmith.ir import Graph
 from torchsmith.ir.symbolic import evaluate
 from torchsmith.ir.types import TensorType
@@ -259,6 +260,8 @@ def compile_graph_triton(graph: Graph, example_inputs=None, options: dict | None
     timings["decompose"] = time.perf_counter() - start
     devices = {v.type.device for v in prims_graph.values() if isinstance(v.type, TensorType)}
     device = _single_device(graph.name, devices)
+    if device.type == "cuda" and not interpreting():
+        start_workers()  # they start while this graph lowers: the kernels compile at its first call
     start = time.perf_counter()
     layout = None
     if options.get("layout_optimization", _half_precision_convolutions(prims_graph)):

@@ -17,12 +17,14 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import sympy
 import torch
 
 from torchsmith.inductor.errors import RuntimeCallError
+from torchsmith.inductor.triton_workers import running, specializations
 from torchsmith.inductor.triton_writer import Config, TritonKernelSpec
 from torchsmith.ir.symbolic import evaluate
 
@@ -258,6 +260,11 @@ def compile_in_parallel(work: list[tuple["TritonLauncher", list, list, list]], d
                 jobs.append((launcher, config, numels, tensors, symbols))
     if not jobs:
         return
+    workers = running() if device.type == "cuda" and not interpreting() else None
+    if workers is not None:
+        # The workers compile each kernel into Triton's disk cache; the threads below then load it.
+        calls = [partial(launcher.compile_ahead, *job) for launcher, *job in jobs]
+        workers.compile(specializations(calls))
     from concurrent.futures import ThreadPoolExecutor
 
     def compile_one(job) -> None:

@@ -52,6 +52,15 @@ def _exact_quotient(a, b):
     sympy's own `is_integer` is not trusted here: sympy 1.14 decides that any even expression
     divided by 6 is an integer (`(Max(6, 2*s0) / 6).is_integer` is True), which is wrong for s0 = 7.
     """
+    integral_terms = (FloorDiv, sympy.Mod, sympy.Max, sympy.Min)
+    # sympy.simplify costs milliseconds per call (a quarter second on its first): a quotient that
+    # is already a polynomial over plain symbols is decided without it, as simplify would decide it.
+    try:
+        plain = sympy.Poly(a / b)
+    except (sympy.polys.polyerrors.PolynomialError, sympy.polys.polyerrors.GeneratorsNeeded):
+        plain = None
+    if plain is not None and all(g.is_Symbol for g in plain.gens):
+        return plain.as_expr() if all(c.is_Integer for c in plain.coeffs()) else None
     quotient = sympy.simplify(a / b)
     if quotient.is_number:
         return quotient if quotient.is_Integer else None
@@ -59,7 +68,6 @@ def _exact_quotient(a, b):
         poly = sympy.Poly(quotient)
     except sympy.polys.polyerrors.PolynomialError:
         return None
-    integral_terms = (FloorDiv, sympy.Mod, sympy.Max, sympy.Min)
     integral_gens = all(g.is_Symbol or isinstance(g, integral_terms) for g in poly.gens)
     if integral_gens and all(c.is_Integer for c in poly.coeffs()) and quotient.is_integer:
         return quotient

@@ -1,0 +1,124 @@
+"""Compile worker processes: a kernel a worker compiles lands in Triton's disk cache under the key
+this process's own compile of the same request looks up, so this process loads it instead of
+compiling it. Compiles for an sm_90 target with Triton's bundled ptxas (no GPU needed); on a GPU
+also through the JIT's own specialization, as compile_in_parallel uses it."""
+
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import textwrap
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():  # before triton's first import, as in every Triton test here
+    os.environ["TRITON_INTERPRET"] = "1"
+triton = pytest.importorskip("triton", reason="triton is not installed (pip install triton==3.6.0)")
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+from triton.compiler.compiler import make_backend  # noqa: E402
+
+from torchsmith.inductor.triton_workers import CompileWorkers, specializations  # noqa: E402
+
+KERNEL = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale(out, x, n, XBLOCK: tl.constexpr):
+    i = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+    tl.store(out + i, tl.load(x + i, i < n) * 2.0, i < n)
+"""
+TARGET = GPUTarget("cuda", 90, 32)
+
+
+@pytest.fixture
+def kernel_module(tmp_path, monkeypatch):
+    """The kernel as a compiled (not interpreted) JIT function in its own file, a private cache."""
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    path = tmp_path / "ts_worker_kernels.py"
+    path.write_text(textwrap.dedent(KERNEL))
+    spec = importlib.util.spec_from_file_location("ts_worker_kernels", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["ts_worker_kernels"] = module
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop("ts_worker_kernels", None)
+
+
+def _request(module, kernel="scale"):
+    # As the JIT hands it to its hook: options through JSON (tuples come back as lists).
+    options = json.loads(json.dumps(make_backend(TARGET).parse_options({"num_warps": 4}).__dict__))
+    options = {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
+    signature = {"out": "*fp32", "x": "*fp32", "n": "i32", "XBLOCK": "constexpr"}
+    attrs = {(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]]}
+    return (module.__name__, module.__file__, kernel, signature, {(3,): 256}, attrs, options, TARGET)
+
+
+def _cache_entries(root) -> set:
+    return {p.name for p in root.iterdir()} if root.exists() else set()
+
+
+def _ptxas_available() -> bool:
+    try:
+        from triton.backends.nvidia.compiler import get_ptxas
+
+        path = get_ptxas(TARGET.arch).path
+    except Exception:  # noqa: BLE001 - no CUDA toolchain in this triton build
+        return False
+    return os.path.exists(path) or shutil.which(path) is not None
+
+
+@pytest.mark.skipif(not _ptxas_available(), reason="this triton has no ptxas for sm_90")
+def test_worker_compile_is_found_in_triton_cache_by_this_process(kernel_module, tmp_path):
+    workers = CompileWorkers(2)
+    try:
+        request = _request(kernel_module)
+        assert workers.compile([request]) == 1
+        cached = _cache_entries(tmp_path / "cache")
+        assert cached, "the worker left nothing in Triton's cache"
+        # This process compiling the same request finds the worker's result: nothing new is written.
+        _, _, _, signature, constants, attrs, options, target = request
+        source = ASTSource(kernel_module.scale, signature, constants, attrs)
+        compiled = triton.compile(source, target=target, options=options)
+        assert "cubin" in compiled.asm
+        assert _cache_entries(tmp_path / "cache") == cached
+    finally:
+        workers.close()
+
+
+def test_failed_request_is_reported_not_raised(kernel_module):
+    workers = CompileWorkers(1)
+    try:
+        assert workers.compile([_request(kernel_module, kernel="no_such_kernel")]) == 0
+        assert workers.alive(), "a failed request must not stop the worker"
+    finally:
+        workers.close()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the JIT's specialization needs a GPU")
+def test_jit_warmup_recorded_then_loaded_from_the_workers_compile(kernel_module, tmp_path):
+    x = torch.randn(1000, device="cuda")
+    out = torch.empty_like(x)
+
+    def warmup():
+        return kernel_module.scale.warmup(out, x, x.numel(), XBLOCK=256, grid=(4,))
+
+    requests = specializations([warmup])
+    assert len(requests) == 1 and requests[0][2] == "scale"
+    assert not kernel_module.scale.device_caches[x.device.index][0], "recording must not compile"
+    workers = CompileWorkers(1)
+    try:
+        assert workers.compile(requests) == 1
+    finally:
+        workers.close()
+    cached = _cache_entries(tmp_path / "cache")
+    kernel_module.scale[(4,)](out, x, x.numel(), XBLOCK=256)
+    torch.testing.assert_close(out, x * 2)
+    new = _cache_entries(tmp_path / "cache") - cached
+    # The launch may add its launcher stub's build, never a second compile of the kernel.
+    assert not any((tmp_path / "cache" / n / "scale.cubin").exists() for n in new)
