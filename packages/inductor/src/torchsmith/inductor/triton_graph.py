@@ -29,6 +29,7 @@ from torchsmith.inductor.inline import inline_pointwise
 from torchsmith.inductor.loop_ir import ComputedBuffer, ExternCall, LoopProgram, loads
 from torchsmith.inductor.lower import lower
 from torchsmith.inductor.scheduler import schedule
+from torchsmith.inductor.sink import sink_extern_inputs
 from torchsmith.inductor.triton_casts import inline_widening_casts
 from torchsmith.inductor.triton_codegen import generate_triton, source_hash
 from torchsmith.inductor.triton_runtime import interpreting, load_kernels
@@ -269,7 +270,7 @@ def compile_graph_triton(graph: Graph, example_inputs=None, options: dict | None
     program = lower(prims_graph, layout=layout)
     if groups is None:
         program, _ = inline_pointwise(program)
-        program = split_reductions(inline_widening_casts(program))
+        program = sink_extern_inputs(split_reductions(inline_widening_casts(program)))
         groups = schedule(program, target="triton").groups
     groups = [tuple(g) for g in groups]
     timings["lower"] = time.perf_counter() - start
