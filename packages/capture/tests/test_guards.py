@@ -1,6 +1,7 @@
 """The compiled guard's fast form: inline tensor specs and submodule paths looked up once must
 accept and reject exactly what the readable expressions do."""
 
+import pytest
 import torch
 
 from torchsmith.capture.guards import _share_paths
@@ -104,3 +105,32 @@ def test_aliased_inputs_still_recompile(compile_with, backend):
     c = torch.ones(3)
     torch.testing.assert_close(compiled(c, c), torch.full((3,), 4.0))  # y sees x's update
     assert len(backend.graphs) == 2
+
+
+def test_call_binding_fills_defaults_and_keywords_as_inspect_does():
+    """Guards read a call's arguments by parameter name: the fast binding (no inspect) must agree
+    with inspect's on defaults, keywords and errors."""
+    import inspect
+
+    from torchsmith.capture.dispatch import bind
+
+    def forward(x, mask=None, padding=None, causal=False):
+        return x
+
+    def variadic(x, *rest, scale=1.0):
+        return x
+
+    calls = [
+        (forward, (1,), {}),
+        (forward, (1, 2), {}),
+        (forward, (1,), {"causal": True}),
+        (forward, (1, 2), {"padding": 3}),
+        (variadic, (1, 2, 3), {"scale": 2.0}),
+    ]
+    for fn, args, kwargs in calls:
+        expected = inspect.signature(fn).bind(*args, **kwargs)
+        expected.apply_defaults()
+        assert list(bind(fn, args, kwargs).items()) == list(expected.arguments.items())
+    for args, kwargs in [((), {}), ((1,), {"x": 1}), ((1,), {"unknown": 1})]:
+        with pytest.raises(TypeError):
+            bind(forward, args, kwargs)
