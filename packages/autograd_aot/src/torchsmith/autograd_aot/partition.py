@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from torchsmith.autograd_aot.errors import PartitionError
+from torchsmith.autograd_aot.min_cut import ancestors, minimum_cut_source_side
 from torchsmith.autograd_aot.views import is_view_op
 from torchsmith.ir import Graph, Node, TensorType, Value, evaluate, lookup_op
 
@@ -126,24 +127,20 @@ def _min_cut(candidates: dict[str, Value], producer: dict, free_names: set[str],
     backward reads (see the module docstring)."""
     if not needed_by_backward:
         return []
-    import networkx as nx  # here, not at import: inference never partitions, and the import is slow
-
-    flow = nx.DiGraph()
+    edges = []
     for name, value in candidates.items():
         weight = 0 if name in free_names else nbytes(value)
-        flow.add_edge(f"{name}.in", f"{name}.out", capacity=weight)
+        edges.append((f"{name}.in", f"{name}.out", weight))
         node = producer.get(name)
         if node is None or not can_recompute(node.op):
-            flow.add_edge("source", f"{name}.in")  # no capacity attribute: infinite
+            edges.append(("source", f"{name}.in", None))  # infinite
         else:
-            for v in node.inputs:
-                flow.add_edge(f"{v.name}.out", f"{name}.in")
-    for name in needed_by_backward:
-        flow.add_edge(f"{name}.out", "sink")
-    _, (reachable, _) = nx.minimum_cut(flow, "source", "sink")
+            edges.extend((f"{v.name}.out", f"{name}.in", None) for v in node.inputs)
+    edges.extend((f"{name}.out", "sink", None) for name in needed_by_backward)
+    reachable = minimum_cut_source_side(edges, "source", "sink")
     # A cut edge `v.in -> v.out` saves v; the check on the sink's ancestors skips zero-weight
     # edges (inputs) that nothing in the backward reads.
-    feeds_backward = nx.ancestors(flow, "sink")
+    feeds_backward = ancestors(edges, "sink")
     return [
         candidates[name] for name in candidates
         if f"{name}.in" in reachable and f"{name}.out" not in reachable and f"{name}.out" in feeds_backward
