@@ -159,3 +159,26 @@ def test_attention_inside_multi_head_attention_takes_the_fused_kernel_too(monkey
     assert "aten._scaled_dot_product_efficient_attention_backward.default" in ops
     assert "aten.bmm.default" not in ops
     assert torch.nn.functional.scaled_dot_product_attention is torch._C._nn.scaled_dot_product_attention
+
+
+def test_fused_kernel_query_sees_real_tensors_while_tracing(monkeypatch):
+    """Inside the tracer's dispatch mode a factory call makes a meta tensor (and a graph node): the
+    query about the fused kernel must be asked with real tensors, outside it (on the H200 it was
+    always asked with meta tensors, so attention never took the fused kernel)."""
+    from torchsmith.autograd_aot import fused_attention
+    from torchsmith.autograd_aot.trace import _Recorder
+
+    seen = []
+
+    def can_use(params, debug=False):
+        seen.append(params.query.device.type)
+        return True
+
+    monkeypatch.setattr(torch.backends.cuda, "can_use_efficient_attention", can_use)
+    q = torch.empty(2, 4, 16, 32, device="meta", requires_grad=True)
+    call = dict(fused_attention._DEFAULTS, query=q, key=q, value=q)
+    recorder = _Recorder("cuda:0")
+    with recorder:
+        assert fused_attention._kernel_runs(call, "cpu")  # the real device, here the CPU
+    assert seen == ["cpu"]
+    assert recorder.nodes == []

@@ -102,11 +102,16 @@ def _kernel_runs(call: dict, device: str) -> bool:
         return False  # the program (or the user) asked for other kernels
     if any(t.dim() != 4 or t.stride(-1) != 1 for t in (q, k, v)):
         return False
-    # Ask torch about tensors of the same sizes on the real device (allocated, never written).
+    # Ask torch about tensors of the same sizes on the real device (allocated, never written),
+    # made outside the tracer's dispatch mode: inside it a factory call gives a meta tensor (and a
+    # graph node), which no fused kernel takes.
     try:
-        real = [torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=device) for t in (q, k, v)]
-        params = torch.backends.cuda.SDPAParams(*real, None, 0.0, call["is_causal"], False)
-        return torch.backends.cuda.can_use_efficient_attention(params, False)
+        from torch.utils._python_dispatch import _disable_current_modes
+
+        with _disable_current_modes():
+            real = [torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=device) for t in (q, k, v)]
+            params = torch.backends.cuda.SDPAParams(*real, None, 0.0, call["is_causal"], False)
+            return torch.backends.cuda.can_use_efficient_attention(params, False)
     except Exception as error:  # noqa: BLE001 - a torch without this query: keep the math path
         log.info("attention keeps the math path: cannot ask torch about the fused kernel (%s)", error)
         return False
