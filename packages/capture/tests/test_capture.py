@@ -291,3 +291,27 @@ def test_partial_made_outside_is_called_through_its_parts(compile_with, backend)
     x = torch.randn(3)
     torch.testing.assert_close(compile_with(f)(x), f(x))
     assert len(backend.graphs) == 1
+
+
+def test_iterated_module_members_are_guarded_through_the_module_dicts(compile_with, backend):
+    """`self.parameters()` / `self.modules()` in a forward: guards read each member through the
+    modules' own dicts (shared, no string walk per member), and a replaced parameter recompiles."""
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2))
+
+        def forward(self, x):
+            scale = sum(p.sum() for p in self.parameters())
+            return self.body(x) * scale + len(list(self.modules()))
+
+    net = Net()
+    compiled = capture(net, backend)
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(compiled(x), net(x))
+    guards = "\n".join(compiled._session.records[0].guards)
+    assert "._modules['body']._modules['0']._parameters['weight']" in guards
+    assert "get_parameter(" not in guards and "get_submodule(" not in guards
+    net.body[1].weight = torch.nn.Parameter(torch.randn(2, 4) * 5)
+    torch.testing.assert_close(compiled(x), net(x))
