@@ -122,3 +122,33 @@ def test_jit_warmup_recorded_then_loaded_from_the_workers_compile(kernel_module,
     new = _cache_entries(tmp_path / "cache") - cached
     # The launch may add its launcher stub's build, never a second compile of the kernel.
     assert not any((tmp_path / "cache" / n / "scale.cubin").exists() for n in new)
+
+
+def test_forked_child_does_not_use_its_parents_workers(kernel_module, monkeypatch):
+    """A fork shares the workers' pipes: the child's requests would interleave with the parent's,
+    so in a child the workers do not count as running (its kernels compile in threads)."""
+    from torchsmith.inductor import triton_workers
+
+    workers = CompileWorkers(1)
+    try:
+        monkeypatch.setattr(triton_workers, "_POOL", workers)
+        assert triton_workers.running() is workers
+        monkeypatch.setattr(workers, "owner", os.getpid() + 1)  # as seen from a forked child
+        assert triton_workers.running() is None
+    finally:
+        monkeypatch.setattr(workers, "owner", os.getpid())
+        workers.close()
+
+
+def test_a_worker_that_dies_mid_request_is_not_counted_as_a_compile(kernel_module, tmp_path):
+    """A worker that dies while compiling answers nothing: its request is not counted as compiled
+    (this process compiles it at first use) and the batch returns instead of waiting."""
+    crash = tmp_path / "ts_worker_crash.py"
+    crash.write_text("import os\nos._exit(3)\n")  # importing it ends the worker
+    request = ("ts_worker_crash", str(crash)) + _request(kernel_module)[2:]
+    workers = CompileWorkers(1)
+    try:
+        assert workers.compile([request]) == 0
+        assert not workers.alive()
+    finally:
+        workers.close()

@@ -6,7 +6,7 @@ library and Triton (not torch, not torchsmith), so it starts in a fraction of a 
 come on stdin and answers go to stdout, each a length-prefixed pickle:
 
     request: (module_name, module_path, kernel_name, signature, constants, attrs, options, target)
-    answer:  None when compiled, else the error's text
+    answer:  True when compiled, else the error's text
 
 The request holds exactly what Triton's JIT would pass its compiler in the parent (recorded there
 through `triton.knobs.runtime.jit_cache_hook`), so the kernel lands under the cache key the
@@ -67,7 +67,7 @@ def serve(stdin, stdout) -> None:
     while (request := read_message(stdin)) is not None:
         try:
             compile_request(request, modules)
-            answer = None
+            answer = True
         except Exception as error:  # noqa: BLE001 - reported to the parent, which compiles it itself
             answer = f"{type(error).__name__}: {error}"
         write_message(stdout, answer)

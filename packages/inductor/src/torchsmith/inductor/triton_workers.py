@@ -17,9 +17,11 @@ here at its first use, which reports the error as Triton words it.
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
+import pickle
 import subprocess
 import sys
 import threading
@@ -62,13 +64,24 @@ class CompileWorkers:
             for _ in range(count)
         ]
         self._lock = threading.Lock()  # one batch at a time: each worker serves one stream
+        # A forked child shares the pipes: its requests would interleave with this process's.
+        self.owner = os.getpid()
+        atexit.register(self.close)
 
     def close(self) -> None:
         """Stop the workers (each exits when its stdin closes)."""
+        if os.getpid() != self.owner:
+            return
         for process in self._processes:
-            process.stdin.close()
+            if not process.stdin.closed:
+                process.stdin.close()
         for process in self._processes:
-            process.wait()
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:  # a compile still running: it is not needed
+                process.kill()
+                process.wait()
+            process.stdout.close()
 
     def alive(self) -> list[subprocess.Popen]:
         return [p for p in self._processes if p.poll() is None]
@@ -90,13 +103,16 @@ class CompileWorkers:
                         request = pending.pop()
                     try:
                         write_message(process.stdin, request)
-                        answer = read_message(process.stdout)
-                    except (BrokenPipeError, OSError, EOFError) as error:
-                        failed.append(f"worker {process.pid} stopped: {error}")
+                        answer = read_message(process.stdout)  # None: the worker's stdout ended
+                    except (OSError, EOFError, pickle.UnpicklingError) as error:
+                        answer = None
+                        failed.append(f"worker {process.pid}: {error}")
+                    if answer is None:
+                        failed.append(f"worker {process.pid} stopped")
                         with taking:
                             pending.append(request)  # another worker takes it
                         return
-                    (done if answer is None else failed).append(answer or request[2])
+                    (done if answer is True else failed).append(answer)
 
             threads = [threading.Thread(target=serve, args=(p,), daemon=True) for p in self.alive()]
             for thread in threads:
@@ -130,7 +146,9 @@ def start_workers() -> None:
 
 def running() -> CompileWorkers | None:
     """The started workers, if any still run."""
-    return _POOL if _POOL is not None and _POOL.alive() else None
+    if _POOL is None or _POOL.owner != os.getpid():
+        return None  # none started, or a forked child of the process that started them
+    return _POOL if _POOL.alive() else None
 
 
 def specializations(calls) -> list:
