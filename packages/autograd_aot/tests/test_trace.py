@@ -135,6 +135,43 @@ def test_cuda_training_attention_traces_to_the_fused_kernel_and_its_backward(mon
     assert "aten._scaled_dot_product_efficient_attention.default" not in default
 
 
+def test_cuda_training_attention_keeps_half_precision_products():
+    """On meta, torch's math path computes half-precision attention in float32; CUDA's does not.
+    The traced CUDA program must compute its products in bfloat16, as eager on the GPU."""
+    qkv = [torch.empty(2, 4, 16, 32, dtype=torch.bfloat16, device="meta", requires_grad=True)] * 3
+    graph = trace(attention_graph("cuda:0"), qkv, training=True, device="cuda:0").graph
+    products = [n for n in graph.nodes if n.op in ("aten.bmm.default", "aten.mm.default")]
+    assert products and all(n.output.type.dtype == torch.bfloat16 for n in products)
+
+
+@pytest.mark.parametrize("variant", ["plain", "bool_mask", "float_mask", "causal", "masked_row", "scale"])
+def test_cuda_math_attention_matches_torch(variant):
+    from torchsmith.autograd_aot.fused_attention import _math_attention
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 5, 8, requires_grad=True) for _ in range(3))
+    mask, causal, scale = None, False, None
+    if variant in ("bool_mask", "masked_row"):
+        mask = torch.rand(5, 5) > 0.3
+        mask[:, 0] = variant == "bool_mask"  # masked_row: row 0 of the scores fully masked below
+        mask[0] = variant == "bool_mask" or mask[0] & False
+    elif variant == "float_mask":
+        mask = torch.randn(2, 1, 5, 5)
+    causal = variant == "causal"
+    scale = 0.3 if variant == "scale" else None
+    got = _math_attention(q, k, v, mask, causal, scale)
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, mask, is_causal=causal, scale=scale)
+    if variant == "masked_row":
+        expected = torch.nan_to_num(expected)  # eager's math gives NaN rows, _safe_softmax zeros
+        assert torch.equal(got[..., 0, :], torch.zeros_like(got[..., 0, :]))
+    torch.testing.assert_close(got, expected)
+    grads = torch.autograd.grad(got.sum(), (q, k, v))
+    if variant != "masked_row":
+        expected_grads = torch.autograd.grad(expected.sum(), (q, k, v))
+        for g, e in zip(grads, expected_grads):
+            torch.testing.assert_close(g, e)
+
+
 def test_attention_inside_multi_head_attention_takes_the_fused_kernel_too(monkeypatch):
     from torchsmith.autograd_aot import fused_attention
 

@@ -91,6 +91,31 @@ def test_transposed_read_is_tiled():
     assert_matches_eager(compiled, graph, randn(33, 17))
 
 
+def test_channels_last_to_contiguous_tiles_channels_by_flat_pixels():
+    # NHWC storage read as NCHW and written contiguous: tiles of (channels, h*w) a batch index each
+    # (zindex), so the load walks channels and the store walks pixels contiguously.
+    def body(b, x):
+        return b.op("aten.relu.default", b.op("aten.permute.default", x, [0, 3, 1, 2]))
+
+    graph = make_graph("nhwc", {"x": t(3, 5, 7, 40)}, body)
+    compiled = compile_graph_triton(graph)
+    assert [k.kind for k in compiled.kernels] == ["tiled"]
+    assert [int(n) for n in compiled.kernels[0].numels] == [3, 40, 35]
+    assert "zindex" in compiled.source
+    assert_matches_eager(compiled, graph, randn(3, 5, 7, 40))
+
+
+def test_short_transposed_dim_tiles_the_leading_dims():
+    # 3 channels: a tile of them would be mostly masked; tiles run over (n c h, w) instead.
+    def body(b, x):
+        return b.op("aten.mul.Tensor", b.op("aten.permute.default", x, [0, 3, 1, 2]), 3)
+
+    graph = make_graph("nhwc3", {"x": t(2, 5, 7, 3)}, body)
+    compiled = compile_graph_triton(graph)
+    assert [int(n) for n in compiled.kernels[0].numels] == [30, 7]
+    assert_matches_eager(compiled, graph, randn(2, 5, 7, 3))
+
+
 @pytest.mark.parametrize("dtype", [F16, BF16])
 def test_half_precision_computes_in_float32(dtype):
     def body(b, x, y):

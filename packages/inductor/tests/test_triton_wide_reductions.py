@@ -179,10 +179,10 @@ def test_long_column_sum_splits_into_pieces_of_rows():
 
 
 def test_split_choices():
-    # Column walks: ~1000 programs of 128 columns; rows: ~2048 programs of long pieces.
-    assert choose_split(4096, 32768, columns=True) == 32
-    assert choose_split(32768, 4096, columns=True) == 4
-    assert choose_split(131072, 4096, columns=True) == 1
+    # Column walks: ~32768 (piece, column) pairs; rows: ~2048 programs of long pieces.
+    assert choose_split(4096, 32768, columns=True) == 8
+    assert choose_split(32768, 4096, columns=True) == 1
+    assert choose_split(1024, 262144, columns=True) == 32
     assert choose_split(8192, 8192) == 1  # softmax over 8192 rows: already one program a row
     assert choose_split(1, 2**20) == 256
     assert choose_split(64, 4096) == 1  # short rows stay whole

@@ -50,13 +50,14 @@ def kernel_module(tmp_path, monkeypatch):
     sys.modules.pop("ts_worker_kernels", None)
 
 
-def _request(module, kernel="scale"):
+def _request(module, kernel="scale", launcher=False):
     # As the JIT hands it to its hook: options through JSON (tuples come back as lists).
     options = json.loads(json.dumps(make_backend(TARGET).parse_options({"num_warps": 4}).__dict__))
     options = {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
     signature = {"out": "*fp32", "x": "*fp32", "n": "i32", "XBLOCK": "constexpr"}
     attrs = {(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]]}
-    return (module.__name__, module.__file__, kernel, signature, {(3,): 256}, attrs, options, TARGET)
+    constants = {(3,): 256}
+    return (module.__name__, module.__file__, kernel, signature, constants, attrs, options, TARGET, launcher)
 
 
 def _cache_entries(root) -> set:
@@ -82,11 +83,21 @@ def test_worker_compile_is_found_in_triton_cache_by_this_process(kernel_module, 
         cached = _cache_entries(tmp_path / "cache")
         assert cached, "the worker left nothing in Triton's cache"
         # This process compiling the same request finds the worker's result: nothing new is written.
-        _, _, _, signature, constants, attrs, options, target = request
+        _, _, _, signature, constants, attrs, options, target, _ = request
         source = ASTSource(kernel_module.scale, signature, constants, attrs)
         compiled = triton.compile(source, target=target, options=options)
         assert "cubin" in compiled.asm
         assert _cache_entries(tmp_path / "cache") == cached
+    finally:
+        workers.close()
+
+
+@pytest.mark.skipif(not _ptxas_available(), reason="this triton has no ptxas for sm_90")
+def test_launcher_build_never_fails_a_compiled_request(kernel_module):
+    # Without libcuda or a host compiler (CI) the launcher is left for the parent to build.
+    workers = CompileWorkers(1)
+    try:
+        assert workers.compile([_request(kernel_module, launcher=True)]) == 1
     finally:
         workers.close()
 
@@ -109,7 +120,7 @@ def test_jit_warmup_recorded_then_loaded_from_the_workers_compile(kernel_module,
         return kernel_module.scale.warmup(out, x, x.numel(), XBLOCK=256, grid=(4,))
 
     requests = specializations([warmup])
-    assert len(requests) == 1 and requests[0][2] == "scale"
+    assert len(requests) == 1 and requests[0][2] == "scale" and requests[0][-1], "first of its signature"
     assert not kernel_module.scale.device_caches[x.device.index][0], "recording must not compile"
     workers = CompileWorkers(1)
     try:
@@ -119,9 +130,10 @@ def test_jit_warmup_recorded_then_loaded_from_the_workers_compile(kernel_module,
     cached = _cache_entries(tmp_path / "cache")
     kernel_module.scale[(4,)](out, x, x.numel(), XBLOCK=256)
     torch.testing.assert_close(out, x * 2)
-    new = _cache_entries(tmp_path / "cache") - cached
-    # The launch may add its launcher stub's build, never a second compile of the kernel.
-    assert not any((tmp_path / "cache" / n / "scale.cubin").exists() for n in new)
+    # The worker built the launcher too: the launch adds nothing to the cache, neither a second
+    # compile of the kernel nor a launcher build.
+    assert any(any((tmp_path / "cache" / n).glob("__triton_launcher*")) for n in cached)
+    assert _cache_entries(tmp_path / "cache") == cached
 
 
 def test_forked_child_does_not_use_its_parents_workers(kernel_module, monkeypatch):

@@ -24,7 +24,7 @@ import sympy
 import torch
 
 from torchsmith.inductor.errors import RuntimeCallError
-from torchsmith.inductor.triton_workers import running, specializations
+from torchsmith.inductor.triton_workers import driver_ready, running, specializations
 from torchsmith.inductor.triton_writer import Config, TritonKernelSpec
 from torchsmith.ir.symbolic import evaluate
 
@@ -109,8 +109,9 @@ def _remember(key: str, index: int) -> None:
 def grid_of(spec: TritonKernelSpec, numels: list[int], config: dict) -> int:
     """Programs to launch: one per block (per tile, per row block)."""
     cdiv = lambda a, b: -(-a // b)  # noqa: E731
-    if spec.kind == "tiled":
-        return cdiv(numels[0], config["YBLOCK"]) * cdiv(numels[1], config["XBLOCK"])
+    if spec.kind == "tiled":  # (outer,) y, x: every outer index has its row of tiles
+        outer = numels[0] if len(numels) == 3 else 1
+        return outer * cdiv(numels[-2], config["YBLOCK"]) * cdiv(numels[-1], config["XBLOCK"])
     return cdiv(numels[0], config["XBLOCK"])
 
 
@@ -260,6 +261,8 @@ def compile_in_parallel(work: list[tuple["TritonLauncher", list, list, list]], d
                 jobs.append((launcher, config, numels, tensors, symbols))
     if not jobs:
         return
+    if device.type == "cuda" and not interpreting():
+        driver_ready()
     workers = running() if device.type == "cuda" and not interpreting() else None
     if workers is not None:
         # The workers compile each kernel into Triton's disk cache; the threads below then load it.

@@ -37,6 +37,7 @@ _BOOTSTRAP = "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__'
 _POOL: CompileWorkers | None = None
 _POOL_LOCK = threading.Lock()
 _STARTED = False
+_DRIVER_WARMING: threading.Thread | None = None
 
 
 def worker_count() -> int:
@@ -126,7 +127,7 @@ class CompileWorkers:
 
 def start_workers() -> None:
     """Start the worker processes (once per process) unless turned off; returns at once."""
-    global _POOL, _STARTED
+    global _POOL, _STARTED, _DRIVER_WARMING
     with _POOL_LOCK:
         if _STARTED:
             return
@@ -136,12 +137,33 @@ def start_workers() -> None:
         from triton.runtime.cache import triton_key
 
         threading.Thread(target=triton_key, daemon=True).start()
+        # Triton's CUDA driver builds its C helpers with the host compiler the first time it is
+        # used (with an empty cache: 0.35-0.5 s of mlp_train's and encoder_train's first call on
+        # the H200, all in the first kernel's JIT warm-up); it builds while the graph lowers.
+        _DRIVER_WARMING = threading.Thread(target=_warm_driver, daemon=True)
+        _DRIVER_WARMING.start()
         count = worker_count()
         if count > 0:
             try:
                 _POOL = CompileWorkers(count)
             except OSError as error:
                 log.info("torchsmith: no compile workers (%s): Triton compiles in threads", error)
+
+
+def _warm_driver() -> None:
+    from triton.runtime import driver
+
+    try:
+        driver.active  # noqa: B018 - the property creates the driver
+    except Exception as error:  # noqa: BLE001 - the first kernel creates it again and reports it
+        log.debug("warming Triton's driver failed: %s", error)
+
+
+def driver_ready() -> None:
+    """Wait for the driver start_workers began creating: two threads creating it would both build
+    its helpers."""
+    if _DRIVER_WARMING is not None:
+        _DRIVER_WARMING.join()
 
 
 def running() -> CompileWorkers | None:
@@ -154,10 +176,11 @@ def running() -> CompileWorkers | None:
 def specializations(calls) -> list:
     """Run each of `calls` (a `kernel.warmup(...)`) with Triton's compile step replaced by a record
     of what it would compile: the requests the workers take. Kernels already compiled here are
-    not recorded (Triton finds them before its hook)."""
+    not recorded (Triton finds them before its hook). The first request of each kernel signature
+    asks its worker to build the launcher too (one launcher serves every kernel of a signature)."""
     from triton import knobs
 
-    requests, seen = [], set()
+    requests, seen, signatures = [], set(), set()
     owner = threading.get_ident()
     previous = knobs.runtime.jit_cache_hook
 
@@ -181,7 +204,9 @@ def specializations(calls) -> list:
         key = repr(request)
         if key not in seen:
             seen.add(key)
-            requests.append(request)
+            signature = tuple(compile_args["signature"].values())
+            requests.append((*request, signature not in signatures))
+            signatures.add(signature)
         return True  # skip the compile: a worker does it
 
     knobs.runtime.jit_cache_hook = record

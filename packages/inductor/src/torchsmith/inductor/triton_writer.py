@@ -28,7 +28,7 @@ Config = tuple[tuple[str, int], ...]  # ("XBLOCK", 1024), ..., ("num_warps", 4)
 class TritonKernelSpec:
     """One generated kernel, as the runtime launches it: pointer arguments are `writes` then `reads`
     (buffer names), then every size symbol of the program; `numels` are the flat extents of its
-    axes (`x` for pointwise, `y, x` for tiled, `x, r` for reductions); `configs` the launch
+    axes (`x` for pointwise, `y, x` or `outer, y, x` for tiled, `x, r` for reductions); `configs` the launch
     configurations the autotuner may pick from (the first is the default)."""
 
     name: str
