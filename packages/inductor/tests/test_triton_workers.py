@@ -164,3 +164,15 @@ def test_a_worker_that_dies_mid_request_is_not_counted_as_a_compile(kernel_modul
         assert not workers.alive()
     finally:
         workers.close()
+
+
+def test_prepare_device_starts_the_workers_for_cuda_graphs_only(monkeypatch):
+    from torchsmith.inductor import backend, triton_runtime, triton_workers
+
+    started = []
+    monkeypatch.setattr(triton_workers, "start_workers", lambda: started.append(True))
+    monkeypatch.setattr(triton_runtime, "interpreting", lambda: False)
+    backend.prepare_device("cpu")
+    assert started == []
+    backend.prepare_device("cuda")
+    assert started == [True]

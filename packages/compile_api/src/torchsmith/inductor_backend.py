@@ -13,11 +13,13 @@ from torchsmith.inductor.backend import (
     check_backward,
     check_supported,
     compile_for_device,
+    prepare_device,
     to_prims_keep,
     with_input_strides,
 )
 from torchsmith.inductor.errors import InductorError
 from torchsmith.ir import Graph
+from torchsmith.ir.json_codec import paused_gc
 
 Compiler = Callable[[Graph, list], Callable]
 
@@ -30,7 +32,8 @@ def backward_compiler(options: dict | None) -> Compiler:
     def compile_backward(graph: Graph, example_inputs) -> Callable:
         graph = with_input_strides(graph, example_inputs)
         try:
-            return compile_for_device(graph, example_inputs, options)
+            with paused_gc():  # as for the forward (fallback.Backend)
+                return compile_for_device(graph, example_inputs, options)
         except InductorError as e:
             if not fallback:
                 raise
@@ -58,7 +61,7 @@ def inductor_backend(graph: Graph, example_inputs, options: dict | None = None) 
         >>> compiled = inductor_backend(graph, [x, w])   # doctest: +SKIP
         >>> (y,) = compiled(x, w)                         # doctest: +SKIP
     """
-    check_supported(graph)
+    prepare_device(check_supported(graph))
     # With the default fallback a backward the inductor refuses runs as eager ops (one warning), so
     # checking it up front would only cost a second lowering (~6% of GPT-2's cold compile); with
     # fallback="raise" the user wants the error now, not inside `.backward()`.

@@ -26,6 +26,7 @@ import torch
 from torchsmith.inductor.errors import RuntimeCallError
 from torchsmith.inductor.triton_workers import driver_ready, running, specializations
 from torchsmith.inductor.triton_writer import Config, TritonKernelSpec
+from torchsmith.ir.json_codec import paused_gc
 from torchsmith.ir.symbolic import evaluate
 
 log = logging.getLogger("torchsmith.inductor.triton_runtime")
@@ -248,6 +249,11 @@ def compile_in_parallel(work: list[tuple["TritonLauncher", list, list, list]], d
     Triton's compiler spends most of its time outside the GIL (LLVM, ptxas): on the H200 machine,
     8 kernels took 3.6 s one after another and 0.84 s in 8 threads. Tensors need only the dtypes
     and alignment of the real ones; a kernel that still compiles again at launch is just slower."""
+    with paused_gc():  # a first call's compile, as in compile_api's backend call
+        _compile_in_parallel(work, device)
+
+
+def _compile_in_parallel(work, device: torch.device) -> None:
     jobs, seen = [], set()
     for launcher, tensors, symbols, numels in work:
         if any(n > INDEX_LIMIT for n in numels) or 0 in numels:
