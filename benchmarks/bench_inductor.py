@@ -4,6 +4,8 @@
     python benchmarks/bench_inductor.py --quick --only mlp   # tiny sizes, one workload: a smoke run
     python benchmarks/bench_inductor.py --device cuda --dtype bfloat16   # results/inductor_cuda_bfloat16.md
     python benchmarks/bench_inductor.py --device cuda --no-cold --no-warm --only mlp  # one process each
+    python benchmarks/bench_inductor.py --device cuda --dtype bfloat16 --one-process
+        # every workload measured in one process, then each compiler's cold first call in its own
 
 With --device cuda the workloads take GPU sizes (inductor_workloads: `gpu_title`), and a bandwidth
 micro-suite (inductor_bandwidth.py: copy, pointwise, softmax, layer norm, column sums; GB/s and share of
@@ -35,6 +37,7 @@ import argparse
 import copy
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -359,7 +362,9 @@ def run_child(spec: dict, cache: str, timeout: float) -> dict:
     env = dict(os.environ)
     env.update(
         TORCHINDUCTOR_CACHE_DIR=os.path.join(cache, "torchinductor"),
-        TRITON_CACHE_DIR=os.path.join(cache, "triton"),
+        # Both compilers keep Triton's binaries, launchers and driver helpers there: one folder per
+        # system, so that a cold run never finds what the other system's cold run built.
+        TRITON_CACHE_DIR=os.path.join(cache, "triton", spec.get("system", "measure")),
         TORCHSMITH_CACHE_DIR=os.path.join(cache, "torchsmith"),
     )
     if spec.get("threads"):  # OpenMP in generated kernels too, whoever starts it
@@ -391,6 +396,27 @@ def main_child(spec_text: str) -> None:
 # --- the run -----------------------------------------------------------------------------------
 
 
+def _merge_triton_caches(cache: str) -> None:
+    """Copy each system's Triton cache (run_child keeps one per system) into the measuring one."""
+    root = os.path.join(cache, "triton")
+    for system in SYSTEMS[1:]:
+        if os.path.isdir(os.path.join(root, system)):
+            shutil.copytree(os.path.join(root, system), os.path.join(root, "measure"), dirs_exist_ok=True)
+
+
+def _first_call_spec(name: str, args) -> dict:
+    return {"workload": name, "device": args.device, "dtype": args.dtype, "quick": args.quick,
+            "backend": args.backend, "threads": args.threads, "task": "first_call"}
+
+
+def cold_processes(name: str, args) -> dict:
+    """The cold first call of each compiler on `name`, each in a fresh process with empty caches."""
+    with tempfile.TemporaryDirectory(prefix="bench_inductor_") as cache:
+        return {f"cold {system}": run_child(dict(_first_call_spec(name, args), system=system), cache,
+                                            args.timeout)
+                for system in SYSTEMS[1:]}
+
+
 def bench_workload(name: str, args) -> dict:
     """Cold, warm and steady-state numbers of one workload (see the module docstring)."""
     spec = {"workload": name, "device": args.device, "dtype": args.dtype, "quick": args.quick,
@@ -405,6 +431,7 @@ def bench_workload(name: str, args) -> dict:
             for system in SYSTEMS[1:]:
                 task = dict(spec, task="first_call", system=system)
                 row[f"{phase} {system}"] = run_child(task, cache, args.timeout)
+        _merge_triton_caches(cache)  # the measuring process starts warm for both systems
         row["measure"] = run_child(dict(spec, task="measure"), cache, args.timeout)
     if args.quick or args.no_warm:  # no warm-start processes: the measuring process stands in
         # With --no-cold as well its caches were empty: its first calls are cold compiles.
@@ -486,8 +513,9 @@ def main(argv=None) -> dict:
                         "with --no-cold too, those are cold compiles in an already started process)")
     parser.add_argument("--no-bandwidth", action="store_true", help="skip the GPU bandwidth micro-suite")
     parser.add_argument("--one-process", action="store_true",
-                        help="measure every workload in one process (implies --no-cold --no-warm; first "
-                        "calls after the first workload no longer pay the compilers' start-up)")
+                        help="measure every workload in one process (implies --no-warm); then, unless "
+                        "--no-cold, the cold processes of each workload (with --no-cold, the cold columns "
+                        "are first calls in that process, after the workloads before)")
     parser.add_argument("--bandwidth-only", action="store_true", help="run only the bandwidth micro-suite")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per child process")
     parser.add_argument("--out", help="write the markdown table here (default: results/ for full runs only)")
@@ -537,9 +565,14 @@ def main(argv=None) -> dict:
     if out and gpu:
         _write(out, result_so_far())  # the bandwidth suite, before any workload
     if args.one_process:
-        args.no_cold = args.no_warm = True
+        args.no_warm = True
         for row in measure_in_one_process(names, args):
             rows.append(row)
+            print(summarize(row), flush=True)
+            if out and gpu:
+                _write(out, result_so_far())
+        for row in [] if args.no_cold else rows:  # after the measuring process: never beside it
+            row.update(cold_processes(row["workload"], args))
             print(summarize(row), flush=True)
             if out and gpu:
                 _write(out, result_so_far())
