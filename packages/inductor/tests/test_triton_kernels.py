@@ -105,6 +105,23 @@ def test_channels_last_to_contiguous_tiles_channels_by_flat_pixels():
     assert_matches_eager(compiled, graph, randn(3, 5, 7, 40))
 
 
+def test_channels_last_tiles_with_a_symbolic_batch():
+    # The outer (batch) dim is a kernel argument: the grid and zindex follow it.
+    s0 = symbol("s0")
+
+    def body(b, x):
+        strides = (360, 1, 120, 24)  # the NHWC input's, permuted
+        nchw_type = TensorType.make((s0, 24, 3, 5), F32, device=DEVICE, strides=strides)
+        nchw = b.op("aten.permute.default", x, [0, 3, 1, 2], out_type=nchw_type)
+        return b.op("aten.relu.default", nchw, out_type=t(s0, 24, 3, 5))
+
+    graph = make_graph("nhwc_dynamic", {"x": t(s0, 3, 5, 24)}, body)
+    compiled = compile_graph_triton(graph)
+    assert [k.kind for k in compiled.kernels] == ["tiled"] and "zindex" in compiled.source
+    for batch in (1, 4):
+        assert_matches_eager(compiled, graph, randn(batch, 3, 5, 24))
+
+
 def test_short_transposed_dim_tiles_the_leading_dims():
     # 3 channels: a tile of them would be mostly masked; tiles run over (n c h, w) instead.
     def body(b, x):
