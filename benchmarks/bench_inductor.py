@@ -6,6 +6,9 @@
     python benchmarks/bench_inductor.py --device cuda --no-cold --no-warm --only mlp  # one process each
     python benchmarks/bench_inductor.py --device cuda --dtype bfloat16 --one-process
         # every workload measured in one process, then each compiler's cold first call in its own
+        # fresh process
+    python benchmarks/bench_inductor.py --complete-cold results/inductor_cuda_bfloat16.json --timeout 60
+        # the cold processes a cut --one-process run did not reach (or that failed), added to its table
 
 With --device cuda the workloads take GPU sizes (inductor_workloads: `gpu_title`), and a bandwidth
 micro-suite (inductor_bandwidth.py: copy, pointwise, softmax, layer norm, column sums; GB/s and share of
@@ -417,6 +420,32 @@ def cold_processes(name: str, args) -> dict:
                 for system in SYSTEMS[1:]}
 
 
+def _needs_cold_process(entry: dict | None) -> bool:
+    return entry is None or "error" in entry or entry.get("in_measure", False)
+
+
+def complete_cold(path: str, args) -> dict:
+    """Finish a --one-process run that was cut short: run the cold processes its rows lack (a cold
+    column that is missing, an error, or the measuring process's first call) and rewrite its table."""
+    with open(path) as f:
+        result = json.load(f)
+    args.device, args.dtype, args.quick = result["device"], result["dtype"], result["quick"]
+    args.backend = result["backend"]
+    command = "python benchmarks/bench_inductor.py " + " ".join(sys.argv[1:])
+    result["cold_completed_by"] = command.strip()
+    out = os.path.splitext(path)[0] + ".md"
+    for row in result["rows"]:
+        with tempfile.TemporaryDirectory(prefix="bench_inductor_") as cache:
+            for system in SYSTEMS[1:]:
+                key = f"cold {system}"
+                if _needs_cold_process(row.get(key)):
+                    row[key] = run_child(dict(_first_call_spec(row["workload"], args), system=system),
+                                         cache, args.timeout)
+        print(summarize(row), flush=True)
+        _write(out, result)
+    return result
+
+
 def bench_workload(name: str, args) -> dict:
     """Cold, warm and steady-state numbers of one workload (see the module docstring)."""
     spec = {"workload": name, "device": args.device, "dtype": args.dtype, "quick": args.quick,
@@ -519,11 +548,15 @@ def main(argv=None) -> dict:
     parser.add_argument("--bandwidth-only", action="store_true", help="run only the bandwidth micro-suite")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per child process")
     parser.add_argument("--out", help="write the markdown table here (default: results/ for full runs only)")
+    parser.add_argument("--complete-cold", metavar="JSON",
+                        help="finish a cut --one-process run: the cold processes its table lacks")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         main_child(args.child)
         return {}
+    if args.complete_cold:
+        return complete_cold(args.complete_cold, args)
     args.repeat = args.repeat or (3 if args.quick else 15)
     if args.threads:
         torch.set_num_threads(args.threads)  # so the machine info says what the children use

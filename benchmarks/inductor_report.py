@@ -185,6 +185,11 @@ def markdown(result: dict) -> str:
         f"Command: `{result['command']}` (torchsmith backend `{result['backend']}`; whole run "
         f"{result['total_s']:.0f} s).",
         "",
+    ]
+    if result.get("cold_completed_by"):
+        lines += [f"Cold processes that run did not reach or that failed ran afterwards: "
+                  f"`{result['cold_completed_by']}`.", ""]
+    lines += [
         f"Machine: {m['cpu']}, {m['cpu_count']} CPUs ({m['torch_threads']} torch threads){gpu}, "
         f"{m['platform']}; "
         f"Python {m['python']}, torch {m['torch']}, transformers {m.get('transformers')}, "
@@ -244,6 +249,10 @@ def markdown(result: dict) -> str:
         lines += ["With --no-cold and no warm-start processes, the cold columns are the first calls in the "
                   "measuring process, caches empty (after eager; torch.compile first, then torchsmith): "
                   "cold compiles without the process start and imports.", ""]
+    elif "--one-process" in result.get("command", ""):
+        lines += ["With --one-process there are no warm-start processes: every workload is measured in one "
+                  "process, and each cold column is a fresh process of its own, run after the measuring "
+                  "one.", ""]
     elif result.get("quick") or result.get("no_warm"):
         lines += ["The warm start is read in the measuring process (torch.compile compiled "
                   "first, then torchsmith), not in a process of its own.", ""]
