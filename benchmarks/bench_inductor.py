@@ -412,12 +412,12 @@ def _first_call_spec(name: str, args) -> dict:
             "backend": args.backend, "threads": args.threads, "task": "first_call"}
 
 
-def cold_processes(name: str, args) -> dict:
+def cold_processes(name: str, args, systems=SYSTEMS[1:]) -> dict:
     """The cold first call of each compiler on `name`, each in a fresh process with empty caches."""
     with tempfile.TemporaryDirectory(prefix="bench_inductor_") as cache:
         return {f"cold {system}": run_child(dict(_first_call_spec(name, args), system=system), cache,
                                             args.timeout)
-                for system in SYSTEMS[1:]}
+                for system in systems}
 
 
 def _needs_cold_process(entry: dict | None) -> bool:
@@ -435,12 +435,8 @@ def complete_cold(path: str, args) -> dict:
     result["cold_completed_by"] = command.strip()
     out = os.path.splitext(path)[0] + ".md"
     for row in result["rows"]:
-        with tempfile.TemporaryDirectory(prefix="bench_inductor_") as cache:
-            for system in SYSTEMS[1:]:
-                key = f"cold {system}"
-                if _needs_cold_process(row.get(key)):
-                    row[key] = run_child(dict(_first_call_spec(row["workload"], args), system=system),
-                                         cache, args.timeout)
+        missing = [system for system in SYSTEMS[1:] if _needs_cold_process(row.get(f"cold {system}"))]
+        row.update(cold_processes(row["workload"], args, missing))
         print(summarize(row), flush=True)
         _write(out, result)
     return result
