@@ -33,6 +33,7 @@ from torchsmith.inductor.loop_ir import (
     index_vars,
     loads,
 )
+from torchsmith.ir.codegen_text import IdentifierNamer, cpp_comment, identifier
 
 __all__ = ["Group", "Kernel", "cpp_index", "cpp_type", "emit_kernel", "generate_cpp", "local_buffers"]
 
@@ -150,8 +151,10 @@ def _emit_kernel(
     reads = tuple(
         dict.fromkeys(ld.buffer for b in group for ld in loads(b.body.value) if ld.buffer not in members)
     )
-    pointer_of = {n: f"out_{_c_name(n)}" for n in writes} | {n: f"in_{_c_name(n)}" for n in reads}
-    pointer_of |= {n: f"l_{_c_name(n)}" for n, _, _ in arrays}
+    # One namer per kernel: buffers whose names differ only in punctuation get different pointers.
+    namer = IdentifierNamer(program.symbols)
+    pointer_of = {n: namer.name(f"out_{n}") for n in writes} | {n: namer.name(f"in_{n}") for n in reads}
+    pointer_of |= {n: namer.name(f"l_{n}") for n, _, _ in arrays}
     params = [f"{storage_type(dtypes[n])}* __restrict__ {pointer_of[n]}" for n in writes]
     params += [f"const {storage_type(dtypes[n])}* __restrict__ {pointer_of[n]}" for n in reads]
     params += [f"int64_t {s}" for s in program.symbols]
@@ -223,7 +226,8 @@ def _emit_member(
     the vectorized one (a lone 1-d pointwise buffer)."""
     buffer = buffers[0]
     body = buffer.body
-    lines.append(f"{indent}// {' + '.join(dict.fromkeys(b.origin or b.name for b in buffers))}")
+    origins = " + ".join(dict.fromkeys(b.origin or b.name for b in buffers))
+    lines.append(f"{indent}// {cpp_comment(origins)}")
     extra = list(zip(index_vars(len(body.ranges)), body.ranges))[shared:]
     work = _work(r for _, r in extra) * _work(getattr(body, "reduction_ranges", ()))
     threaded = _work_condition(work) if inside else None
@@ -302,7 +306,7 @@ def generate_cpp(
     if groups is None:
         groups = default_groups(program)
     parts = [
-        f"// torchsmith inductor: graph {program.name}",
+        f"// torchsmith inductor: graph {cpp_comment(program.name)}",
         CPP_PRELUDE,
         INDIRECT_PRELUDE if uses_indirect(program) else "",
         RANDOM_PRELUDE if uses_random(program) else "",
@@ -315,11 +319,8 @@ def generate_cpp(
     mark = KERNEL_MARK + "\n" if split_safe else ""
     kernels = []
     for k, group in enumerate(groups):
-        kernel, code = emit_kernel(f"kernel{k}_{_c_name(group[0].name)}", tuple(group), program, local)
+        kernel, code = emit_kernel(f"kernel{k}_{identifier(group[0].name)}", tuple(group), program, local)
         parts.append(mark + code)
         kernels.append((kernel, tuple(group)))
     return "\n\n".join(parts) + "\n", kernels
 
-
-def _c_name(name: str) -> str:
-    return "".join(c if c.isalnum() or c == "_" else "_" for c in name)

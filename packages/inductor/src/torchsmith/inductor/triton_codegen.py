@@ -19,6 +19,7 @@ from torchsmith.inductor.triton_pointwise import emit_pointwise
 from torchsmith.inductor.triton_reduction import emit_reduction
 from torchsmith.inductor.triton_runtime import interpreting
 from torchsmith.inductor.triton_writer import TritonKernelSpec
+from torchsmith.ir.codegen_text import identifier, python_comment
 
 Group = tuple[ComputedBuffer, ...]
 split_log = logging.getLogger("torchsmith.inductor.fusion")
@@ -53,14 +54,15 @@ def generate_triton(program: LoopProgram, groups: list[Group] | None = None) -> 
         prelude = prelude.replace(
             REAL_LIBDEVICE, "from torchsmith.inductor.triton_interpret import libdevice"
         )
-    parts = [f"# torchsmith inductor: Triton kernels of graph {program.name}", prelude + COMBINE_PRELUDE]
+    head = f"# torchsmith inductor: Triton kernels of graph {python_comment(program.name)}"
+    parts = [head, prelude + COMBINE_PRELUDE]
     kernels: list[tuple[TritonKernelSpec, Group]] = []
     # A transformer's layers make the same kernels again (same code but for the origin comments):
     # each distinct kernel is written, compiled and tuned once, and launched for every group.
     first_with: dict[str, str] = {}
     for k, group in enumerate(groups):
         group = tuple(group)
-        name = f"kernel{k}_{_identifier(group[0].name)}"
+        name = f"kernel{k}_{identifier(group[0].name)}"
         try:
             spec, code = _emitter(group)(name, group, program, stored)
         except CodegenError as error:
@@ -71,7 +73,7 @@ def generate_triton(program: LoopProgram, groups: list[Group] | None = None) -> 
             parts.append(code)
         else:
             origins = ", ".join(f"%{b.name}" for b in group)
-            parts.append(f"# {name} ({origins}): the code of {first}")
+            parts.append(f"# {name} ({python_comment(origins)}): the code of {first}")
             spec = replace(spec, name=first)
         kernels.append((spec, group))
     return "\n\n\n".join(parts) + "\n", kernels
@@ -107,6 +109,3 @@ def fit_groups(program: LoopProgram, groups: list[Group]) -> list[Group]:
 def source_hash(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()[:24]
 
-
-def _identifier(name: str) -> str:
-    return "".join(c if c.isalnum() or c == "_" else "_" for c in name)

@@ -22,6 +22,7 @@ from torchsmith.inductor.triton_writer import (
     in_kernel_space,
     next_power_of_2,
 )
+from torchsmith.ir.codegen_text import python_comment
 
 POINTWISE_CONFIGS = ((1024, 4), (512, 4), (2048, 8))  # (XBLOCK, num_warps)
 TILE_CONFIGS = ((32, 32, 4), (64, 64, 8), (16, 128, 4))  # (YBLOCK, XBLOCK, num_warps)
@@ -180,7 +181,7 @@ def emit_pointwise(
             axes = tuple(Axis(kernel_symbol(f"{a}index"), *tile_of[a]) for a in "zyx" if tile_of[a][0])
         else:
             axes = (Axis(x, variables, ranges),)
-        lines.append(f"    # {buffer.origin or buffer.name}")
+        lines.append(f"    # {python_comment(buffer.origin or buffer.name)}")
         value = writer.value(in_kernel_space(resolved[buffer.name], axes))
         if buffer.name in stored:
             store = to_kernel_space(_store_index(buffer), axes)

@@ -43,6 +43,7 @@ from torchsmith.inductor.triton_writer import (
     in_kernel_space,
     next_power_of_2,
 )
+from torchsmith.ir.codegen_text import python_comment
 
 # Rows up to this long stay in registers (8192 elements over 16 warps: 16 values a thread per live
 # row tensor). A looped layer norm reads its row twice and runs a Welford update (a division) per
@@ -156,7 +157,7 @@ def emit_reduction(
         )
 
     def emit_member(b: ComputedBuffer, w: TritonBodyWriter, accumulate) -> None:
-        w.lines.append(f"{w.indent}# {b.origin or b.name}")
+        w.lines.append(f"{w.indent}# {python_comment(b.origin or b.name)}")
         value = w.value(in_kernel_space(resolved[b.name], axes_of[b.name]))
         if roles[b.name] == "reduction":
             accumulate(b, value)

@@ -4,15 +4,16 @@ Names carry their dialect in the first part:
 
 - `aten.<op>.<overload>`  resolved on first use from `torch.ops.aten`, schema included;
 - `torch.<path>`          a torch function, `torch.nn.functional` call or `torch.Tensor` method,
-                          resolved by attribute lookup (no schema: capture records what the user wrote);
-- `operator.<f>`, `math.<f>`  Python's own functions on scalars and tensors;
+                          found in the explicit table of `op_table` (no schema: capture records what
+                          the user wrote);
+- `operator.<f>`, `math.<f>`  Python's own functions on scalars and tensors (the same table);
 - `prims.*` and any other dialect: registered explicitly with `register_op` (the prims package,
   or a backend adding its own ops).
 """
 
 import importlib
-import math
 import operator
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -20,6 +21,7 @@ import sympy
 import torch
 
 from torchsmith.ir.errors import UnknownOpError
+from torchsmith.ir.op_table import python_op_table
 
 # Argument kinds a schema can name, and what each accepts (see ArgSpec.accepts).
 ARG_KINDS = (
@@ -135,11 +137,16 @@ class OpDef:
 
 
 _REGISTRY: dict[str, OpDef] = {}
-_RESOLVABLE_MODULES = {"torch": torch, "operator": operator, "math": math}
+_TABLE_DIALECTS = frozenset({"torch", "operator", "math"})
+# A qualified op name: dotted identifiers, nothing else (no spaces, brackets or quotes).
+_OP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
+MAX_OP_NAME_CHARS = 200
 
 
 def register_op(name: str, eager: Callable, *, schema=None, infer=None, doc="", replace=False) -> OpDef:
     """Register `name`; re-registering needs `replace=True` so two packages never clash silently."""
+    if not isinstance(name, str) or not _OP_NAME.fullmatch(name) and "." in name:
+        raise UnknownOpError(f"op name {name!r} must be dotted identifiers, e.g. 'mybackend.my_op'")
     if "." not in name:
         raise UnknownOpError(f"op name {name!r} must be qualified by a dialect, e.g. 'mybackend.{name}'")
     if name in _REGISTRY and not replace:
@@ -150,17 +157,26 @@ def register_op(name: str, eager: Callable, *, schema=None, infer=None, doc="", 
 
 
 def lookup_op(name: str) -> OpDef:
-    """The OpDef for `name`, resolving aten/torch/operator/math names on first use."""
-    opdef = _REGISTRY.get(name)
+    """The OpDef for `name`: a registered op, a registered ATen overload (resolved on first use) or
+    a torch/operator/math function of the explicit table in `op_table`. Anything else is an
+    `UnknownOpError` naming the op."""
+    opdef = _REGISTRY.get(name) if isinstance(name, str) else None
     if opdef is not None:
         return opdef
+    if not isinstance(name, str) or len(name) > MAX_OP_NAME_CHARS or not _OP_NAME.fullmatch(name):
+        shown = name if not isinstance(name, str) or len(name) <= 80 else name[:80] + "..."
+        raise UnknownOpError(f"invalid op name {shown!r}: an op is dotted identifiers, e.g. aten.add.Tensor")
     dialect = name.split(".", 1)[0]
     if dialect == "aten":
         opdef = _resolve_aten(name)
-    elif dialect in _RESOLVABLE_MODULES:
-        opdef = OpDef(
-            name, _resolve_attribute(name, _RESOLVABLE_MODULES[dialect]), OpSchema((), variadic=True)
-        )
+    elif dialect in _TABLE_DIALECTS:
+        fn = python_op_table().get(name)
+        if fn is None:
+            raise UnknownOpError(
+                f"unknown op {name!r}: not a torch function, Tensor method or {dialect} function "
+                "torchsmith knows (see torchsmith.ir.op_table); register it with torchsmith.ir.register_op"
+            )
+        opdef = OpDef(name, fn, OpSchema((), variadic=True))
     else:
         raise UnknownOpError(
             f"unknown op {name!r}: dialect {dialect!r} ops must be registered with "
@@ -184,7 +200,15 @@ def registered_ops(dialect: str | None = None) -> list[str]:
 
 
 def op_name_of(target) -> str:
-    """The qualified name of an aten OpOverload, torch function or Tensor method."""
+    """The qualified name of an aten OpOverload, torch function or Tensor method; a Python-level
+    name is given only when `lookup_op` resolves it back to `target`."""
+    name = _name_of(target)
+    if name.split(".", 1)[0] in _TABLE_DIALECTS and python_op_table().get(name) is not target:
+        raise UnknownOpError(f"{name} is not in torchsmith's table of torch ops (torchsmith.ir.op_table)")
+    return name
+
+
+def _name_of(target) -> str:
     if isinstance(target, torch._ops.OpOverload):
         namespace = target.namespace
         packet, overload = target._schema.name.split("::")[1], target._overloadname
@@ -207,24 +231,18 @@ def op_name_of(target) -> str:
     raise UnknownOpError(f"{target!r} has no torchsmith op name; register it with torchsmith.ir.register_op")
 
 
-def _resolve_attribute(name: str, root) -> Callable:
-    obj = root
-    for part in name.split(".")[1:]:
-        obj = getattr(obj, part, None)
-        if obj is None:
-            raise UnknownOpError(f"unknown op {name!r}: {part!r} not found while resolving it")
-    if not callable(obj):
-        raise UnknownOpError(f"op {name!r} resolves to {obj!r}, which is not callable")
-    return obj
-
-
 def _resolve_aten(name: str) -> OpDef:
     parts = name.split(".")
     if len(parts) != 3:
         raise UnknownOpError(f"aten op {name!r} must be written aten.<op>.<overload>, e.g. aten.add.Tensor")
-    packet = getattr(torch.ops.aten, parts[1], None)
-    overload = getattr(packet, parts[2], None) if packet is not None else None
-    if overload is None:
+    if any(p.startswith("__") for p in parts[1:]):
+        raise UnknownOpError(f"unknown op {name!r}: torch.ops.aten has no {parts[1]}.{parts[2]}")
+    try:
+        packet = getattr(torch.ops.aten, parts[1], None)
+        overload = getattr(packet, parts[2], None) if packet is not None else None
+    except (AttributeError, RuntimeError):
+        overload = None
+    if not isinstance(packet, torch._ops.OpOverloadPacket) or not isinstance(overload, torch._ops.OpOverload):
         raise UnknownOpError(f"unknown op {name!r}: torch.ops.aten has no {parts[1]}.{parts[2]}")
     return OpDef(name, overload, _schema_from_torch(overload._schema))
 
