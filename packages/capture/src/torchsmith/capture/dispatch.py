@@ -7,7 +7,6 @@ functions after graph breaks go through the same dispatcher, so each is captured
 first call, under its own guards.
 """
 
-import inspect
 import logging
 import time
 import types
@@ -15,6 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from torchsmith.capture.binding import bind_to_code
 from torchsmith.capture.errors import CaptureError, FullGraphError, RecompileLimitError, Unsupported
 from torchsmith.capture.output import Codegen, compile_run
 from torchsmith.capture.tracer import Tracer
@@ -300,7 +300,7 @@ _SIMPLE_SIGNATURES: dict[types.CodeType, tuple] = {}
 
 def _bind_simple(fn, params: tuple, args: tuple, kwargs: dict) -> dict | None:
     """The binding of a call to a function without *args, **kwargs or keyword-only parameters, or
-    None when inspect has to answer (a missing argument, an unknown or repeated keyword)."""
+    None when the general binder has to answer (a missing argument, an unknown or repeated keyword)."""
     trailing = params[len(args) :]
     if any(k not in trailing for k in kwargs):
         return None
@@ -318,7 +318,8 @@ def _bind_simple(fn, params: tuple, args: tuple, kwargs: dict) -> dict | None:
 
 
 def bind(fn: types.FunctionType, args: tuple, kwargs: dict) -> dict:
-    """The arguments of a call by parameter name, defaults applied (what guards read as `L`)."""
+    """The arguments of a call by parameter name, defaults applied (what guards read as `L`),
+    bound by the code object as CPython binds them (a `__signature__` is ignored)."""
     code = fn.__code__
     names = _SIMPLE_SIGNATURES.get(code)
     if names is None:
@@ -328,11 +329,9 @@ def bind(fn: types.FunctionType, args: tuple, kwargs: dict) -> dict:
     if simple and not kwargs and len(args) == len(params):
         return dict(zip(params, args))
     if simple and len(args) <= len(params):
-        # Trailing parameters from keywords or defaults, without inspect (25 us a call): a module's
+        # Trailing parameters from keywords or defaults, without the general binder: a module's
         # forward(x, mask=None) called as m(x) binds here on every call.
         bound = _bind_simple(fn, params, args, kwargs)
         if bound is not None:
             return bound
-    bound = inspect.signature(fn, follow_wrapped=False).bind(*args, **kwargs)
-    bound.apply_defaults()
-    return dict(bound.arguments)
+    return bind_to_code(fn, args, kwargs)
