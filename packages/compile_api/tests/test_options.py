@@ -92,7 +92,7 @@ def test_backends_with_an_options_keyword_receive_the_resolved_dict():
     torch.testing.assert_close(f(torch.ones(2)), torch.full((2,), 2.0))
     (options,) = backend.seen
     assert options == {"fallback": "eager", "max_autotune": True, "triton.cudagraphs": False,
-                       "cpp.threads": 2, "mode": "max-autotune"}
+                       "cpp.threads": 2, "check": False, "check.repro_dir": None, "mode": "max-autotune"}
 
 
 def test_a_backend_without_options_refuses_modes_it_would_ignore():
@@ -133,7 +133,7 @@ def test_compile_has_torch_compiles_signature():
 def test_public_api_snapshot():
     # an accidental removal or rename fails here; additions are deliberate edits of this list
     assert sorted(torchsmith.__all__) == sorted([
-        "BackendError", "BreakReason", "CaptureError", "ExplainOutput", "FallbackWarning", "FullGraphError",
+        "AccuracyWarning", "BackendError", "BreakReason", "CaptureError", "ExplainOutput", "FallbackWarning", "FullGraphError",
         "InvalidOptionError", "MODES", "OPTIONS", "StageError", "TorchsmithError", "Unsupported",
         "__version__", "allow_in_graph", "compile", "disable", "dump_ir", "explain", "list_backends",
         "lookup_backend", "mark_dynamic", "mark_static", "register_backend", "reset", "set_logs",

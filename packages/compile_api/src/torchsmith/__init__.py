@@ -25,6 +25,7 @@ from torchsmith.compiler import BreakReason, ExplainOutput, compile, disable, ex
 from torchsmith.dump import configure_from_environment as _configure_dump  # noqa: E402
 from torchsmith.dump import dump_ir  # noqa: E402
 from torchsmith.errors import (  # noqa: E402
+    AccuracyWarning,
     BackendError,
     FallbackWarning,
     InvalidOptionError,
@@ -39,8 +40,9 @@ _configure_logs()
 _configure_dump()
 
 __all__ = [
-    "BackendError", "BreakReason", "CaptureError", "ExplainOutput", "FallbackWarning", "FullGraphError",
-    "InvalidOptionError", "MODES", "OPTIONS", "StageError", "TorchsmithError", "Unsupported", "__version__",
+    "AccuracyWarning", "BackendError", "BreakReason", "CaptureError", "ExplainOutput", "FallbackWarning",
+    "FullGraphError", "InvalidOptionError", "MODES", "OPTIONS", "StageError", "TorchsmithError",
+    "Unsupported", "__version__",
     "allow_in_graph", "compile", "disable", "dump_ir", "explain", "list_backends", "lookup_backend",
     "mark_dynamic", "mark_static", "register_backend", "reset", "set_logs",
 ]

@@ -65,6 +65,10 @@ def compile(
         )
     guarded = GuardedBackend(backend_fn, name, resolved, _display_name(model))
     result = capture(model, guarded, fullgraph=fullgraph, dynamic=dynamic)
+    if resolved["check"]:  # options={"check": True} or TORCHSMITH_CHECK=1: see torchsmith.accuracy
+        from torchsmith.accuracy.function_check import with_capture_check
+
+        result = with_capture_check(result, _display_name(model), resolved, guarded)
     # TORCHSMITH_REPORT=DIR: an HTML report per compiled function (a no-op when the variable is unset)
     from torchsmith.report import attach_from_environment
 

@@ -43,3 +43,8 @@ class StageError(TorchsmithError):
 
 class FallbackWarning(UserWarning):
     """A stage failed and the graph runs eagerly instead (`options={"fallback": "eager"}`)."""
+
+
+class AccuracyWarning(UserWarning):
+    """`options={"check": True}` found a stage whose values differ from the previous stage's; the
+    message names the stage, the first differing node, the max error and the repro folder."""

@@ -6,10 +6,11 @@ options to backends that take them, turns any exception of a stage into a `Stage
 compiled function (later fallbacks go to the `torchsmith.fallback` logger). Eagerly means the captured
 `torch.*` graph run op by op, which is what the user's program does without compiling: never a wrong answer.
 
-Failures at call time (a built-in backend compiling a new input signature lazily, or its generated
-code refusing inputs) fall back the same way, but only for the built-in AOT backends: they write
-mutated inputs back after the forward has run, so a forward that failed has changed nothing and can
-be re-run eagerly. A custom backend's compiled code may have mutated its inputs before failing, so
+Failures at call time (a built-in backend compiling a new input signature lazily, its generated
+code refusing inputs, a size expression that cannot be evaluated at a new size) fall back the same
+way, but only for the built-in AOT runtime (a custom backend that returns it unchanged included):
+it writes mutated inputs back after the forward and the output views have run, so a call that
+failed has changed nothing and can be re-run eagerly. A custom backend's compiled code may have mutated its inputs before failing, so
 its run-time errors propagate unchanged.
 """
 
@@ -20,6 +21,7 @@ import sys
 import warnings
 
 from torchsmith.errors import FallbackWarning, StageError
+from torchsmith.ir.errors import SymbolicError
 from torchsmith.ir.events import emit
 from torchsmith.ir.json_codec import paused_gc
 
@@ -130,6 +132,7 @@ class GuardedBackend:
         self.function_name = function_name
         self.takes_options = accepts_options(backend)
         self.warned = False
+        self.checked_graphs: list = []  # (graph, inputs) compiled under options={"check": True}
 
     def __call__(self, graph, example_inputs):
         try:
@@ -146,7 +149,14 @@ class GuardedBackend:
                 raise  # nothing simpler to fall back to
             error = make_stage_error(exc, graph, self.name, when="compiling")
             return self.fall_back(graph, error, exc, example_inputs)
-        if self.name in RERUNNABLE:
+        if self.options.get("check"):
+            from torchsmith.accuracy.compare import clone_inputs
+            from torchsmith.accuracy.graph_check import check_graph
+
+            self.checked_graphs.append((graph, clone_inputs(example_inputs)))  # for the capture check
+            compiled = check_graph(graph, example_inputs, compiled, self.name, self.backend, self.options,
+                                   self.function_name)
+        if self.name in RERUNNABLE or _is_aot_program(compiled):
             return _RerunnableCall(self, graph, compiled)
         return compiled
 
@@ -206,7 +216,9 @@ class _RerunnableCall:
         try:
             return self.compiled(*args)
         except Exception as exc:
-            ours = type(exc).__module__.split(".")[:2] in [["torchsmith", s] for s in COMPILER_STAGES]
+            ours = type(exc).__module__.split(".")[:2] in [["torchsmith", s] for s in COMPILER_STAGES] or (
+                isinstance(exc, SymbolicError)  # a size expression a stage derived: never the program's
+            )
             internal = isinstance(exc, _INTERNAL) and _raised_in_stage(exc)
             if not (ours or internal):
                 raise  # the program's own error (an op refusing its inputs): eager raises it too
@@ -230,6 +242,15 @@ class _RerunnableCall:
     def __getattr__(self, name):
         # callers (tests, the report) look at the backend's own object: AotFunction.programs, ...
         return getattr(self.compiled, name)
+
+
+def _is_aot_program(compiled) -> bool:
+    """Whether a (custom) backend handed back the built-in AOT runtime itself (a backend wrapping
+    `lookup_backend("inductor")`): it writes mutated inputs back only after its forward ran, so a
+    failed call can be re-run eagerly as for the built-in backends."""
+    from torchsmith.autograd_aot.runtime import AotFunction
+
+    return isinstance(compiled, AotFunction)
 
 
 def _user_stacklevel() -> int:

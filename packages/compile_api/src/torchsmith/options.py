@@ -10,6 +10,12 @@ key                    default    meaning
 ``max_autotune``       False      the inductor tunes matmul templates and kernel launch configurations
 ``triton.cudagraphs``  False      the inductor replays CUDA graphs for GPU graphs (reduce-overhead)
 ``cpp.threads``        None       OpenMP threads of generated C++ kernels (None: OpenMP's default)
+``check``              False      run every stage's output graph on the call's real inputs and compare
+                                  it with the previous stage's (`torchsmith.accuracy`); on a mismatch,
+                                  warn naming stage and node, write a repro folder and use the previous
+                                  stage's result. ``TORCHSMITH_CHECK=1`` turns it on for every compile
+``check.repro_dir``    None       where repro folders go (None: ``$TORCHSMITH_CHECK_DIR``, else a new
+                                  temporary directory)
 =====================  =========  =====================================================================
 
 Modes are presets of these keys: ``"default"`` (none), ``"reduce-overhead"`` (triton.cudagraphs),
@@ -23,6 +29,7 @@ stage packages never import this module.
     True
 """
 
+import os
 from dataclasses import dataclass
 
 from torchsmith.errors import InvalidOptionError
@@ -45,6 +52,9 @@ OPTIONS: dict[str, OptionSpec] = {
     "triton.cudagraphs": OptionSpec(False, (bool,), "replay CUDA graphs for GPU graphs"),
     "cpp.threads": OptionSpec(None, (int, type(None)),
                               "OpenMP threads of generated C++ kernels (None: OpenMP's default)"),
+    "check": OptionSpec(False, (bool,), "compare every stage's output with the previous stage's on the "
+                        "call's real inputs (TORCHSMITH_CHECK=1 for every compile)"),
+    "check.repro_dir": OptionSpec(None, (str, type(None)), "where the accuracy check writes repro folders"),
 }
 
 MODES: dict[str, dict] = {
@@ -55,7 +65,7 @@ MODES: dict[str, dict] = {
 }
 
 # Keys a backend without an `options` parameter may still be given: compile_api handles them itself.
-API_KEYS = frozenset({"fallback"})
+API_KEYS = frozenset({"fallback", "check", "check.repro_dir"})
 
 
 def resolve_options(mode: str | None, options: dict | None) -> dict:
@@ -85,6 +95,8 @@ def resolve_options(mode: str | None, options: dict | None) -> dict:
         if key == "cpp.threads" and value is not None and value < 1:
             raise InvalidOptionError(f"option 'cpp.threads' must be at least 1, got {value}")
         resolved[key] = value
+    if "check" not in (options or {}) and os.environ.get("TORCHSMITH_CHECK", "0") not in ("", "0"):
+        resolved["check"] = True
     resolved["mode"] = mode or "default"
     return resolved
 
