@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import pathlib
+import re
 import runpy
 import subprocess
 import sys
@@ -153,6 +154,8 @@ def test_wrong_decomposition_names_prims_and_the_gelu_node(fresh_cache, monkeypa
     assert "stage prims disagrees with stage autograd_aot" in message
     line = f.__code__.co_firstlineno + 2
     assert f"%gelu = aten.gelu.default (from {__file__}:{line})" in message
+    assert "captured there as: %gelu = torch.nn.functional.gelu" in message  # mapped back by source line
+    assert re.search(r"max error: [0-9.e-]+ at %gelu \(rtol 0.0001, atol 1e-05\)", message), message
     folder = only_folder(fresh_cache)
     assert str(folder) in message
     manifest = json.loads((folder / "manifest.json").read_text())

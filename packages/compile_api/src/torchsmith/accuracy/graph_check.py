@@ -106,7 +106,7 @@ def check_graph(
             culprit = _localize(level, graph, inputs, training, compiled if last else runner, options)
             if culprit is None:
                 culprit = Culprit(level.stage, "torch", graph, list(inputs), difference, training=training)
-            _report(culprit, difference, previous, function_name, options, backend_name)
+            _report(culprit, difference, previous, function_name, options, backend_name, graph)
             return previous.build(graph, inputs, False)
         expected = actual
     log.info(
@@ -134,18 +134,38 @@ def _localize(level: Level, graph: Graph, inputs, training: bool, runner, option
     return None
 
 
+def capture_nodes_of(culprit: Culprit, captured: Graph) -> list[str]:
+    """The nodes of capture's graph that share the culprit's source line (how a node of a lower level
+    maps back to what the user wrote)."""
+    node = culprit.node
+    if node is None or not node.source or culprit.graph is captured:
+        return []
+    return [
+        ", ".join(f"%{v.name}" for v in n.outputs) + f" = {n.op}"
+        for n in captured.nodes
+        if n.source == node.source and n.outputs
+    ]
+
+
 def _report(
-    culprit: Culprit, difference, previous: Level, function_name: str, options, backend_name: str
+    culprit: Culprit,
+    difference,
+    previous: Level,
+    function_name: str,
+    options,
+    backend_name: str,
+    captured: Graph,
 ) -> None:
     try:
         folder = str(write_repro(culprit, function_name, options))
     except Exception as e:  # noqa: BLE001 - the warning still names stage and node
         folder = f"(not written: {type(e).__name__}: {e})"
     node_error = culprit.difference
+    mapped = "".join(f"    captured there as: {text}\n" for text in capture_nodes_of(culprit, captured))
     message = (
         f"torchsmith accuracy check: stage {culprit.stage} disagrees with stage {previous.stage} on "
         f"{function_name} (graph {culprit.graph.name}, {culprit.role} graph).\n"
-        f"  first differing node: {culprit.node_label()}\n"
+        f"  first differing node: {culprit.node_label()}\n{mapped}"
         f"  max error: {node_error.max_error:.3g} at {node_error.what} (rtol {node_error.rtol:g}, "
         f"atol {node_error.atol:g}); the graph's {difference.describe()}\n"
         f"  repro folder: {folder}\n"

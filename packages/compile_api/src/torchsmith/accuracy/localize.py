@@ -13,6 +13,8 @@ The node found is the first whose inputs agree and whose outputs do not; its `so
 line, which is how the node maps back to the program and to the other levels.
 """
 
+import dataclasses
+import re
 from dataclasses import dataclass
 
 import torch
@@ -81,6 +83,14 @@ def one_node_graph(node: Node, env: dict) -> tuple[Graph, list]:
     return graph, [env[v.name] for v in inputs]
 
 
+def _named(found: Difference, sub: Graph) -> Difference:
+    """`output 0` of a one-node graph called by its value's name (`%gelu`)."""
+    match = re.fullmatch(r"output (\d+)", found.what)
+    if match is None or int(match.group(1)) >= len(sub.outputs):
+        return found
+    return dataclasses.replace(found, what=f"%{sub.outputs[int(match.group(1))].name}")
+
+
 def _requires_grad(values) -> bool:
     return any(isinstance(x, torch.Tensor) and x.requires_grad for x in values)
 
@@ -104,6 +114,7 @@ def localize_autograd_aot(graph: Graph, inputs, training: bool) -> Culprit | Non
         except Exception:  # noqa: BLE001 - a node that cannot be lowered alone is not the one to name
             continue
         found = first_difference(expected, actual, names)
+        found = found and _named(found, sub)
         if found is not None:
             return Culprit(
                 "autograd_aot",
@@ -157,6 +168,7 @@ def localize_prims(graph: Graph, inputs, training: bool, decompose=prims_decompo
             except Exception:  # noqa: BLE001 - a node that cannot be decomposed alone is not the one to name
                 continue
             found = first_difference(expected, actual, names)
+            found = found and _named(found, sub)
             if found is not None:
                 role = "joint" if training else "inference"
                 return Culprit("prims", role, aten, aten_inputs, found, node, sub, clone_inputs(sub_inputs))
