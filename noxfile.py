@@ -2,6 +2,8 @@
 
     nox -s tests            every package and the cross-package tests/ in one environment
     nox -s tests_isolated   each package alone, with only its declared dependencies
+    nox -s tests_pythons    capture's tests and the conformance suite on Python 3.12 and 3.13
+    nox -s zoo              every transformers architecture of tests/zoo (`tests` runs a fast subset)
     nox -s lint             ruff, and the layout rules of DESIGN.md
     nox -s bench            every benchmarks/bench_*.py
     nox -s demo             the demo
@@ -26,6 +28,9 @@ import nox
 ROOT = pathlib.Path(__file__).resolve().parent
 PACKAGES_DIR = ROOT / "packages"
 PACKAGES = ["ir", "capture", "autograd_aot", "prims", "inductor", "compile_api"]
+# `tests` runs on the Python nox runs under (3.11 on the dev machines); these run what depends on
+# the bytecode version (capture and the conformance suite) on the other supported ones.
+OTHER_PYTHONS = ["3.12", "3.13"]
 TORCH = os.environ.get("TORCHSMITH_TORCH", "torch==2.13.0")
 RUFF = "ruff==0.17.6"
 DEMO_MODULE = "torchsmith.demo"
@@ -81,6 +86,25 @@ def tests(session: nox.Session) -> None:
     # Triton kernels run in Triton's interpreter on CPU in the inductor's test_triton_* files.
     session.install("triton==3.6.0")
     session.run("pytest", *session.posargs)
+
+
+@nox.session(python=OTHER_PYTHONS)
+def tests_pythons(session: nox.Session) -> None:
+    """capture's tests and the conformance suite on another Python. No CPU build of torch lies on
+    disk for these Pythons, so pip takes PyPI's (with its CUDA libraries, unused here) on the first
+    run; pyenv users make the interpreters visible with PYENV_VERSION=3.11.7:3.12.1:3.13.0."""
+    _install_all_editable(session, extras="[test]")
+    junit = os.environ.get("TORCHSMITH_JUNIT_DIR")  # .ci/run counts the tests of every session
+    report = [f"--junitxml={junit}/tests_python{session.python}.xml"] if junit else []
+    session.run("pytest", "packages/capture/tests", "tests/conformance", *report, *session.posargs)
+
+
+@nox.session
+def zoo(session: nox.Session) -> None:
+    """Every architecture of tests/zoo against eager and torch.compile (`tests` runs the fast ones)."""
+    _install_all_editable(session, extras="[test]")
+    session.install("transformers", TORCH)  # after torch, with its pin, so pip keeps that build
+    session.run("pytest", "tests/zoo", *session.posargs, env={"TORCHSMITH_ZOO": "full"})
 
 
 @nox.session

@@ -1,0 +1,62 @@
+"""The transformers zoo against eager and torch.compile (see zoo_harness.py for what a row checks).
+
+`nox -s tests` runs the fast subset (entries marked `fast`); `nox -s zoo` (TORCHSMITH_ZOO=full) runs
+every architecture. Models known to fail are listed in EXPECTED_FAILURES with the reason, as strict
+xfails, so a fix shows up as an unexpected pass.
+"""
+
+import os
+import pathlib
+import sys
+
+import pytest
+
+pytest.importorskip("transformers")
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+
+from zoo_harness import run_model  # noqa: E402
+from zoo_models import MODELS  # noqa: E402
+
+FULL = os.environ.get("TORCHSMITH_ZOO") == "full"
+
+# model name -> why it fails today. Strict: a fixed model fails the suite until removed here.
+EXPECTED_FAILURES: dict[str, str] = {}
+
+
+def problems_of(result) -> list[str]:
+    """Everything a zoo row must hold, as a list of what does not."""
+    found = []
+    if not result.correct:
+        found.append(f"not equal to eager: {result.error}")
+    if result.tc_graphs is not None and result.graphs > result.tc_graphs:
+        found.append(f"{result.graphs} graphs where torch.compile makes {result.tc_graphs}")
+    if result.tc_breaks is not None and result.breaks > result.tc_breaks:
+        found.append(f"{result.breaks} graph breaks where torch.compile has {result.tc_breaks}: "
+                     f"{result.break_reasons[:3]}")
+    if result.graphs and result.graphs_all_sizes > 2 * result.graphs:
+        found.append(f"{result.graphs_all_sizes} graphs over three sizes ({result.graphs} at the first)")
+    if result.train_ok not in (None, True):
+        found.append(f"training step: {result.train_ok}")
+    if result.generate_ok not in (None, True):
+        found.append(f"generate: {result.generate_ok}")
+    return found
+
+
+def _cases():
+    for entry in MODELS:
+        if not (FULL or entry.fast):
+            continue
+        reason = EXPECTED_FAILURES.get(entry.name)
+        marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
+        yield pytest.param(entry, id=entry.name, marks=marks)
+
+
+@pytest.mark.parametrize("entry", list(_cases()))
+def test_model_matches_eager_and_torch_compile(entry):
+    problems = problems_of(run_model(entry))
+    assert not problems, f"{entry.name}: " + "; ".join(problems)
+
+
+def test_expected_failures_name_real_models():
+    names = {m.name for m in MODELS}
+    assert set(EXPECTED_FAILURES) <= names

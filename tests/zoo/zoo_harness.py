@@ -1,0 +1,201 @@
+"""Runs one zoo model eagerly, under torchsmith.compile and under torch.compile, and compares.
+
+What a row of the zoo table holds: outputs equal to eager at every size, torchsmith's graphs and
+graph breaks beside torch.compile's (counted with a backend that only counts, so torch.compile's
+compile time is not paid here), the graphs compiled over three sizes (automatic dynamic: at most two
+per graph of the first size), optionally one training step with every gradient equal to eager's and
+`generate()` of a compiled decoder token for token.
+"""
+
+import copy
+import dataclasses
+import time
+
+import torch
+
+import torchsmith
+
+ATOL, RTOL = 1e-4, 1e-4
+
+
+class Counting:
+    """A torchsmith backend that counts the graphs it compiles and the errors it raised."""
+
+    def __init__(self, name: str):
+        self.graphs, self.failures = [], []
+        self.inner = torchsmith.lookup_backend(name)
+
+    def __call__(self, graph, example_inputs):
+        self.graphs.append(graph)
+        try:
+            return self.inner(graph, example_inputs)
+        except Exception as e:
+            self.failures.append(f"{type(e).__name__}: {e}")
+            raise
+
+
+@dataclasses.dataclass
+class ZooResult:
+    name: str
+    correct: bool = False
+    error: str | None = None
+    graphs: int = 0  # torchsmith graphs after the first size
+    breaks: int = 0
+    break_reasons: list = dataclasses.field(default_factory=list)
+    graphs_all_sizes: int = 0
+    failures: list = dataclasses.field(default_factory=list)
+    tc_graphs: int | None = None  # torch.compile's, same first size
+    tc_breaks: int | None = None
+    train_ok: bool | None = None
+    generate_ok: bool | None = None
+    eager_ms: float | None = None
+    first_call_s: float | None = None
+    steady_ms: float | None = None
+
+
+def tensors_of(x) -> list[torch.Tensor]:
+    """Every tensor reachable from a model output (ModelOutput, tuples, caches), in a fixed order."""
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, dict):
+        return [t for v in x.values() for t in tensors_of(v)]
+    if isinstance(x, (list, tuple)):
+        return [t for v in x for t in tensors_of(v)]
+    if hasattr(x, "__dict__") and not isinstance(x, (type, torch.nn.Module)):
+        return [t for k, v in sorted(vars(x).items()) if not k.startswith("_") for t in tensors_of(v)]
+    return []
+
+
+def same(expected, actual) -> str | None:
+    """None when every tensor of `actual` matches `expected`, else what differs."""
+    a, b = tensors_of(expected), tensors_of(actual)
+    if len(a) != len(b):
+        return f"{len(a)} tensors in eager's output, {len(b)} in the compiled one"
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return f"output tensor {i}: {tuple(x.shape)}/{x.dtype} vs {tuple(y.shape)}/{y.dtype}"
+        if not torch.allclose(x.detach(), y.detach(), atol=ATOL, rtol=RTOL, equal_nan=True):
+            err = (x.detach() - y.detach()).abs().max().item()
+            return f"output tensor {i} {tuple(x.shape)} differs, max error {err:.3g}"
+    return None
+
+
+def _session(compiled):
+    return getattr(compiled, "session", None) or compiled._session
+
+
+def _breaks(compiled) -> list[str]:
+    return [r.break_reason.reason for r in _session(compiled).records if r.break_reason is not None]
+
+
+def torch_compile_counts(model: torch.nn.Module, inputs: dict) -> tuple[int, int]:
+    """torch.compile's graphs and graph breaks for one call (its Python capture only, no codegen)."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    graphs = []
+
+    def count(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    counters = torch._dynamo.utils.counters
+    before = sum(counters["graph_break"].values())
+    with torch.no_grad():
+        torch.compile(model, backend=count)(**inputs)
+    breaks = sum(counters["graph_break"].values()) - before
+    torch._dynamo.reset()
+    return len(graphs), breaks
+
+
+def run_model(entry, backend: str = "inductor", torch_compile: bool = True, timing: bool = False,
+              sizes=(0, 1, 2)) -> ZooResult:
+    """One zoo row: correctness at every size, graph counts, training and generate where asked."""
+    result = ZooResult(entry.name)
+    model = entry.build()
+    try:
+        counter = Counting(backend)
+        compiled = torchsmith.compile(copy.deepcopy(model), backend=counter)
+        errors = []
+        for i, size in enumerate(sizes):
+            inputs = entry.inputs(size)
+            with torch.no_grad():
+                expected = model(**inputs)
+                start = time.perf_counter()
+                actual = compiled(**inputs)
+                if i == 0:
+                    result.first_call_s = time.perf_counter() - start
+            problem = same(expected, actual)
+            if problem:
+                errors.append(f"size {size}: {problem}")
+            if i == 0:
+                result.graphs = len(counter.graphs)
+                result.breaks = len(_breaks(compiled))
+        result.graphs_all_sizes = len(counter.graphs)
+        result.break_reasons = sorted(set(_breaks(compiled)))
+        result.failures = list(counter.failures)
+        if timing:
+            inputs = entry.inputs(sizes[0])
+            with torch.no_grad():
+                result.eager_ms = _time_ms(lambda: model(**inputs))
+                result.steady_ms = _time_ms(lambda: compiled(**inputs))
+        result.correct = not errors and not counter.failures
+        if errors:
+            result.error = errors[0]
+        elif counter.failures:
+            result.error = f"a graph fell back to eager: {counter.failures[0][:300]}"
+    except Exception as e:  # a crash is a row too
+        result.error = f"{type(e).__name__}: {str(e)[:300]}"
+    if torch_compile:
+        try:
+            result.tc_graphs, result.tc_breaks = torch_compile_counts(model, entry.inputs(sizes[0]))
+        except Exception as e:
+            result.tc_graphs = result.tc_breaks = None
+            result.error = result.error or f"torch.compile failed: {type(e).__name__}: {e}"
+    if entry.train:
+        result.train_ok = _train_step_matches(entry, backend)
+    if entry.generate:
+        result.generate_ok = _generate_matches(entry, backend)
+    return result
+
+
+def _time_ms(fn, repeat: int = 10) -> float:
+    fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2] * 1e3
+
+
+def _train_step_matches(entry, backend: str) -> bool | str:
+    """One forward and backward in training mode: every parameter's gradient equals eager's."""
+    model = entry.build().train()
+    other = copy.deepcopy(model)
+    compiled = torchsmith.compile(other, backend=backend)
+    inputs = entry.inputs(0)
+    for m, fn in ((model, model), (other, compiled)):
+        out = fn(**inputs)
+        loss = sum(t.float().sum() for t in tensors_of(out) if t.is_floating_point() and t.requires_grad)
+        loss.backward()
+    for (name, p), q in zip(model.named_parameters(), other.parameters()):
+        if (p.grad is None) != (q.grad is None):
+            return f"{name}: gradient {'missing' if q.grad is None else 'unexpected'}"
+        if p.grad is not None and not torch.allclose(p.grad, q.grad, atol=1e-4, rtol=1e-3):
+            return f"{name}: gradient differs, max error {(p.grad - q.grad).abs().max().item():.3g}"
+    return True
+
+
+def _generate_matches(entry, backend: str) -> bool | str:
+    """Greedy generate() with the compiled forward: the same tokens as eager."""
+    model = entry.build()
+    inputs = entry.inputs(0)
+    kwargs = dict(max_new_tokens=6, do_sample=False, pad_token_id=0)
+    expected = model.generate(**inputs, **kwargs)
+    other = copy.deepcopy(model)
+    other.forward = torchsmith.compile(other.forward, backend=backend)
+    actual = other.generate(**inputs, **kwargs)
+    if not torch.equal(expected, actual):
+        return f"tokens differ: {expected.tolist()} vs {actual.tolist()}"
+    return True
