@@ -4,6 +4,7 @@ from torchsmith.ir.__about__ import __version__
 from torchsmith.ir.builder import GraphBuilder, infer_output_types
 from torchsmith.ir.dtypes import dtype_from_name, dtype_name
 from torchsmith.ir.errors import (
+    ExecutionSetupError,
     FxConversionError,
     GraphBuildError,
     InterpretError,

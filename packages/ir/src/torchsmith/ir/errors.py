@@ -43,3 +43,7 @@ class InterpretError(IRError):
 
 class FxConversionError(IRError):
     """A graph cannot be expressed in torch.fx, or an fx graph cannot be expressed in our IR."""
+
+
+class ExecutionSetupError(IRError):
+    """A graph cannot run here: a device it names is missing, or its inputs would be too large."""

@@ -173,8 +173,8 @@ def lookup_op(name: str) -> OpDef:
         fn = python_op_table().get(name)
         if fn is None:
             raise UnknownOpError(
-                f"unknown op {name!r}: not a torch function, Tensor method or {dialect} function "
-                "torchsmith knows (see torchsmith.ir.op_table); register it with torchsmith.ir.register_op"
+                f"unknown op {name!r}: not in torchsmith's table of torch functions, Tensor methods and "
+                "operator/math functions (torchsmith.ir.op_table); register it with torchsmith.ir.register_op"
             )
         opdef = OpDef(name, fn, OpSchema((), variadic=True))
     else:

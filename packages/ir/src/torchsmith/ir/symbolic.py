@@ -22,11 +22,25 @@ from torchsmith.ir.errors import SymbolicError
 
 Dim = int | sympy.Expr
 
+# Bounds on what the expression reader does for one text, so a hostile file cannot make it hang or
+# exhaust memory: its length, how deeply it nests, the exponent of a power and the size of every
+# integer it meets (literal or computed). A shape or index never needs more.
+MAX_EXPRESSION_CHARS = 4096
+MAX_EXPRESSION_DEPTH = 250  # operators, brackets and signs together (a sum of n terms nests n deep)
+MAX_BRACKET_DEPTH = 100  # brackets and runs of signs, checked before Python's parser runs
+MAX_EXPONENT = 16
+MAX_INTEGER_BITS = 128
+MAX_SYMBOL_CHARS = 64
+
 
 def symbol(name: str) -> sympy.Symbol:
     """The size symbol `name`. Sizes are positive integers (0 and 1 are always specialized)."""
-    if not name.isidentifier() or name.startswith("_"):
-        raise SymbolicError(f"symbol name {name!r} must be an identifier not starting with '_'")
+    if not (name.isascii() and name.isidentifier()) or name.startswith("_") or len(name) > MAX_SYMBOL_CHARS:
+        shown = name if len(name) <= 40 else name[:40] + "..."
+        raise SymbolicError(
+            f"symbol name {shown!r} must be an identifier (ASCII, at most {MAX_SYMBOL_CHARS} characters) "
+            "not starting with '_'"
+        )
     return sympy.Symbol(name, integer=True, positive=True)
 
 
@@ -288,12 +302,38 @@ _BINARY = {
 _COMPARE = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 
 
-def _build(node: ast.AST, text: str, make_symbol=symbol):
+def _bounded(value, text: str):
+    """`value`, or a SymbolicError when it is (or holds) an integer beyond MAX_INTEGER_BITS."""
+    if isinstance(value, int):
+        numbers = [value]
+    else:
+        numbers = value.atoms(sympy.Integer) if isinstance(value, sympy.Basic) else []
+    if any(abs(int(n)).bit_length() > MAX_INTEGER_BITS for n in numbers):
+        raise _too_large(text)
+    return value
+
+
+def _too_large(text: str) -> SymbolicError:
+    return SymbolicError(f"symbolic expression {_shown(text)} holds an integer beyond 2**{MAX_INTEGER_BITS}")
+
+
+def _shown(text: str) -> str:
+    return repr(text if len(text) <= 60 else text[:60] + "...")
+
+
+def _too_deep(text: str) -> SymbolicError:
+    return SymbolicError(f"symbolic expression {_shown(text)} nests too deeply for a size expression")
+
+
+def _build(node: ast.AST, text: str, make_symbol=symbol, depth: int = 0):
+    if depth > MAX_EXPRESSION_DEPTH:
+        raise _too_deep(text)
+
     def build(child):
-        return _build(child, text, make_symbol)
+        return _build(child, text, make_symbol, depth + 1)
 
     if isinstance(node, ast.Constant) and type(node.value) is int:
-        return node.value
+        return _bounded(node.value, text)
     if isinstance(node, ast.Name):
         return make_symbol(node.id)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
@@ -301,9 +341,16 @@ def _build(node: ast.AST, text: str, make_symbol=symbol):
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
         exponent = node.right
         if isinstance(exponent, ast.Constant) and type(exponent.value) is int and exponent.value >= 0:
-            return build(node.left) ** exponent.value
+            if exponent.value > MAX_EXPONENT:
+                raise SymbolicError(
+                    f"symbolic expression {_shown(text)}: exponent {exponent.value} is above {MAX_EXPONENT}"
+                )
+            base = build(node.left)
+            if isinstance(base, int) and abs(base).bit_length() * exponent.value > MAX_INTEGER_BITS:
+                raise _too_large(text)
+            return _bounded(base**exponent.value, text)
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-        return _BINARY[type(node.op)](build(node.left), build(node.right))
+        return _bounded(_BINARY[type(node.op)](build(node.left), build(node.right)), text)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("max", "min"):
         args = [build(a) for a in node.args]
         return sym_max(*args) if node.func.id == "max" else sym_min(*args)
@@ -312,16 +359,42 @@ def _build(node: ast.AST, text: str, make_symbol=symbol):
     raise SymbolicError(f"cannot read {ast.unparse(node)!r} in symbolic expression {text!r}")
 
 
+def _nesting(text: str) -> int:
+    """An upper bound on how deeply `text` nests: open brackets plus a run of unary signs, counted
+    before Python's own parser sees it (which recurses, and runs out of memory on 100,000 signs)."""
+    depth = deepest = signs = 0
+    for char in text:
+        if char in "([":
+            depth += 1
+        elif char in ")]":
+            depth -= 1
+        if char in "-+~":
+            signs += 1
+        elif not char.isspace():
+            deepest, signs = max(deepest, depth + signs), 0
+    return max(deepest, depth + signs)
+
+
 @functools.lru_cache(maxsize=4096)
 def parse_dim(text: str, make_symbol=symbol):
     """Read what `format_dim` wrote: an int, a symbolic expression or a relation. `make_symbol(name)`
     gives the sympy symbol of each name (default: a size symbol, a positive integer); a caller whose
     expressions hold other variables (the inductor's loop indices) passes its own."""
+    if not isinstance(text, str):
+        raise SymbolicError(f"a symbolic expression is a string, got {type(text).__name__}")
+    if len(text) > MAX_EXPRESSION_CHARS:
+        raise SymbolicError(
+            f"symbolic expression {_shown(text)} has {len(text)} characters; at most {MAX_EXPRESSION_CHARS}"
+        )
+    if _nesting(text) > MAX_BRACKET_DEPTH:
+        raise _too_deep(text)
     try:
         tree = ast.parse(text.strip(), mode="eval")
+        value = _build(tree.body, text, make_symbol)
     except SyntaxError as e:
-        raise SymbolicError(f"cannot parse symbolic expression {text!r}: {e.msg}") from None
-    value = _build(tree.body, text, make_symbol)
+        raise SymbolicError(f"cannot parse symbolic expression {_shown(text)}: {e.msg}") from None
+    except (RecursionError, MemoryError, ValueError, OverflowError) as e:
+        raise SymbolicError(f"cannot read symbolic expression {_shown(text)}: {type(e).__name__}") from e
     if isinstance(value, (bool, sympy.logic.boolalg.Boolean)) or isinstance(value, sympy.Rel):
         return value
     return normalize_dim(value)

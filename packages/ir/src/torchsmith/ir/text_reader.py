@@ -71,7 +71,12 @@ class LineReader:
     def error(self, message: str, pos: int | None = None) -> ParseError:
         pos = self.pos if pos is None else pos
         where = f"line {self.lineno}, column {pos + 1}"
-        err = ParseError(f"{where}: {message}\n    {self.line}\n    {' ' * pos}^")
+        # A window of the line around the spot: a hostile line may be megabytes long.
+        start = max(0, pos - 60)
+        tail = "..." if pos + 60 < len(self.line) else ""
+        shown = ("..." if start else "") + self.line[start : pos + 60] + tail
+        caret = pos - start + (3 if start else 0)
+        err = ParseError(f"{where}: {message}\n    {shown}\n    {' ' * caret}^")
         err.line, err.column = self.lineno, pos + 1
         return err
 

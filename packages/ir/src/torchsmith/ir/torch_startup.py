@@ -7,6 +7,11 @@ compile) only to mark the function "not traced by dynamo". While `torch._dynamo`
 dynamo cannot be tracing anything, so that wrapper has nothing to do: `defer_dynamo_import` makes
 those functions call straight through until `torch._dynamo` is imported by someone else, and from
 then on installs dynamo's own wrapper exactly as torch would have.
+
+The patch relies on the shape of torch's wrapper: a closure over `fn` and `recursive` that looks up
+`fn.__dynamo_disable` before importing dynamo. On a torch whose wrapper looks different (other free
+variables, no such lookup, or no `torch._compile._disable_dynamo` at all), it changes nothing and
+torch behaves as it always does.
 """
 
 import gc
@@ -16,10 +21,41 @@ import types
 _WALKED = [False]
 
 
-def _inner_code():
-    import torch._compile
+_EXPECTED_FREE_VARIABLES = ("fn", "recursive")
+_CACHE_ATTRIBUTE = "__dynamo_disable"
 
-    return torch._compile._disable_dynamo(lambda: None).__code__
+
+def _inner_code():
+    """The code object of torch's `_disable_dynamo` wrapper, or None when it is not the wrapper
+    this module knows how to patch."""
+    try:
+        import torch._compile
+
+        code = torch._compile._disable_dynamo(lambda: None).__code__
+    except Exception:  # a torch without the wrapper, or with one that works differently
+        return None
+    if not isinstance(code, types.CodeType) or tuple(sorted(code.co_freevars)) != _EXPECTED_FREE_VARIABLES:
+        return None
+    if _CACHE_ATTRIBUTE not in code.co_names and _CACHE_ATTRIBUTE not in code.co_consts:
+        return None
+    return code
+
+
+def _wrapped_function(inner, code):
+    """(fn, recursive) from a wrapper's closure, or None when the closure is not what it should be."""
+    closure = getattr(inner, "__closure__", None)
+    if getattr(inner, "__code__", None) is not code or closure is None:
+        return None
+    if len(closure) != len(code.co_freevars):
+        return None
+    try:
+        cells = {name: cell.cell_contents for name, cell in zip(code.co_freevars, closure, strict=True)}
+    except ValueError:  # an empty cell
+        return None
+    fn, recursive = cells["fn"], cells["recursive"]
+    if not callable(fn) or not isinstance(recursive, bool):
+        return None
+    return fn, recursive
 
 
 def defer_dynamo_import(*functions) -> int:
@@ -32,18 +68,23 @@ def defer_dynamo_import(*functions) -> int:
     if "torch._dynamo" in sys.modules:
         return 0
     code = _inner_code()
+    if code is None:
+        return 0
     candidates = list(functions)
     if not _WALKED[0]:
         _WALKED[0] = True
         candidates += [o for o in gc.get_objects() if type(o) is types.FunctionType and o.__code__ is code]
     changed = 0
     for inner in candidates:
-        if getattr(inner, "__code__", None) is not code or inner.__closure__ is None:
+        found = _wrapped_function(inner, code)
+        if found is None:
             continue
-        cells = dict(zip(code.co_freevars, inner.__closure__))
-        fn, recursive = cells["fn"].cell_contents, cells["recursive"].cell_contents
-        if getattr(fn, "__dynamo_disable", None) is None:
-            fn.__dynamo_disable = _until_dynamo_is_imported(fn, recursive)
+        fn, recursive = found
+        if getattr(fn, _CACHE_ATTRIBUTE, None) is None:
+            try:
+                setattr(fn, _CACHE_ATTRIBUTE, _until_dynamo_is_imported(fn, recursive))
+            except (AttributeError, TypeError):  # a builtin or slotted callable takes no attributes
+                continue
             changed += 1
     return changed
 
@@ -53,7 +94,7 @@ def _until_dynamo_is_imported(fn, recursive: bool):
         dynamo = sys.modules.get("torch._dynamo")
         if dynamo is not None:  # from now on exactly what torch._disable_dynamo would have done
             real = dynamo.disable(fn, recursive, wrapping=False)
-            fn.__dynamo_disable = real
+            setattr(fn, _CACHE_ATTRIBUTE, real)
             return real(*args, **kwargs)
         return fn(*args, **kwargs)
 

@@ -196,7 +196,11 @@ def _parse_dims(text: str, whole: str) -> tuple[Dim, ...]:
     try:
         return tuple(normalize_dim(parse_dim(p)) for p in _split_dims(text))
     except SymbolicError as e:
-        raise TypeParseError(f"in type {whole!r}: {e}") from None
+        raise TypeParseError(f"in type {_shown(whole)}: {e}") from None
+
+
+def _shown(text: str) -> str:
+    return repr(text if len(text) <= 60 else text[:60] + "...")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -209,11 +213,12 @@ def parse_type(text: str) -> Type:
         try:
             return SymIntType(normalize_dim(parse_dim(text[4:-1])))
         except SymbolicError as e:
-            raise TypeParseError(f"in type {text!r}: {e}") from None
+            raise TypeParseError(f"in type {_shown(text)}: {e}") from None
     match = _TENSOR_RE.match(text)
     if not match:
         raise TypeParseError(
-            f"cannot read type {text!r}; expected e.g. 'f32[s0, 64] cpu', 'f32[4, 8]{{1, 4}} cuda:0 grad', "
+            f"cannot read type {_shown(text)}; expected e.g. 'f32[s0, 64] cpu', "
+            "'f32[4, 8]{1, 4} cuda:0 grad', "
             f"'sym(s0)' or one of {', '.join(SCALAR_KINDS)}"
         )
     shape = _parse_dims(match["shape"], text)

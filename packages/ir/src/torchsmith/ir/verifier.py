@@ -15,7 +15,12 @@ What it checks:
   input's shape or strides, or an input of type `sym(s0)`), so the interpreter can give it a value;
 - ops resolve in the registry, and their arguments fit the op's schema: arity, required and unknown
   parameters, argument kinds, and the number of outputs;
-- when an op has an `infer` rule, the declared output types are the ones the rule computes.
+- when an op has an `infer` rule, the declared output types are the ones the rule computes; an
+  ATen op without one is run on meta tensors of the declared input types and its output shapes and
+  dtypes are compared with the declared ones (`verify_types`);
+- sizes and strides are integers in 0 .. 2**63-1, a tensor has fewer than 2**63 elements, devices
+  are of a known kind with an index below 64 (whether the device exists here is checked only when
+  something runs: a graph may be verified on another machine than the one it runs on).
 
 It is a plain function run between passes in tests and debug mode, never on the hot path.
 """
@@ -30,6 +35,7 @@ from torchsmith.ir.graph import CONSTANT_TYPES, Graph, Node, Slice, Value, iter_
 from torchsmith.ir.registry import ArgSpec, OpSchema, lookup_op
 from torchsmith.ir.symbolic import format_dim, free_symbols
 from torchsmith.ir.types import ScalarType, SymIntType, TensorType, as_type, format_type
+from torchsmith.ir.verify_types import meta_result_problems, type_problems
 
 ENV_VAR = "TORCHSMITH_VERIFY"
 _MAX_REPORTED = 25  # past this the first problems are what matters; the rest are usually consequences
@@ -157,7 +163,9 @@ class _Checker:
                 "expected a TensorType, SymIntType or ScalarType"
             )
             return False
-        return True
+        problems = type_problems(value.type)
+        self.problems += [f"{where}: %{value.name}: {p}" for p in problems]
+        return not problems
 
     def _define(self, value: Value, where, label: str) -> None:
         if not value.name.isidentifier():
@@ -213,12 +221,14 @@ class _Checker:
             self.problems.append(f"{where}: op {node.op!r} is not a qualified name such as 'aten.mm.default'")
             return
         arguments = [(None, a) for a in node.args] + list(node.kwargs)
+        known_problems = len(self.problems)
         for name, arg in arguments:
             self._check_arg(arg, where, name)
         for value in node.outputs:
             if self._is_valid_type(value, where):
                 self._check_symbols(value.type, where, f"output %{value.name} has type")
-        self._check_op(node, where)
+        # running the op on inputs already found wrong would only repeat that finding
+        self._check_op(node, where, run_meta=len(self.problems) == known_problems)
         for value in node.outputs:
             if isinstance(value, Value):
                 self._define(value, where, f"node {index}")
@@ -244,7 +254,7 @@ class _Checker:
                         f"{'s' * (len(unbound) > 1)} {', '.join(unbound)} ({self._bound_text()})"
                     )
 
-    def _check_op(self, node: Node, where) -> None:
+    def _check_op(self, node: Node, where, run_meta: bool = True) -> None:
         try:
             opdef = lookup_op(node.op)
         except IRError as e:
@@ -256,6 +266,8 @@ class _Checker:
         outputs_ok = all(isinstance(v, Value) for v in node.outputs)
         if opdef.infer is not None and not schema_problems and outputs_ok:
             self._check_infer(node, opdef.infer, where)
+        elif not schema_problems and outputs_ok and run_meta:
+            self.problems += [f"{where}: {p}" for p in meta_result_problems(node, opdef.eager)]
 
     def _check_infer(self, node: Node, infer, where) -> None:
         try:
