@@ -141,5 +141,5 @@ def test_a_hand_edited_program_generates_the_edited_code(tmp_path, capsys):
 def test_codegen_cli_errors_say_what_is_wrong(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
-    assert main(["codegen", str(bad)]) == 1
+    assert main(["codegen", str(bad)]) == 2
     assert "bad.json" in capsys.readouterr().err

@@ -1,13 +1,15 @@
 """Command line: `python -m torchsmith.autograd_aot FILE.json [--training] [--out DIR] [--size s0=8]`.
 
-Reads a `torch.*` graph (a capture dump: `TORCHSMITH_DUMP_IR=DIR` writes `001-capture-<fn>.json`),
-lowers it to functional ATen graphs on random inputs of its declared input types, and prints them in
-text form, or with `--out DIR` writes them as JSON for the next stage (`python -m torchsmith.prims
-decompose`):
+Reads and verifies a `torch.*` graph (a capture dump: `TORCHSMITH_DUMP_IR=DIR` writes
+`001-capture-<fn>.json`), lowers it to functional ATen graphs on random inputs of its declared input
+types, and prints them in text form, or with `--out DIR` writes them as JSON for the next stage
+(`python -m torchsmith.prims decompose`):
 
 - inference (the default): `DIR/inference.json`
 - `--training`: `DIR/forward.json` and `DIR/backward.json`; inputs whose type says `grad` are
   differentiated.
+
+A failure (an invalid input graph included) is one line on stderr with exit status 2.
 
 `DIR/calling.json` records the calling convention: the forward returns `num_outputs` user outputs, then
 the new values of `mutated_inputs` (copy them back into those inputs), then `num_saved` values for the
@@ -23,7 +25,8 @@ import sys
 from torchsmith.autograd_aot.errors import AotAutogradError
 from torchsmith.autograd_aot.pipeline import Lowered, lower
 from torchsmith.autograd_aot.symbolic import input_symbols, lower_symbolic
-from torchsmith.ir import IRError, example_inputs, format_graph, load, save
+from torchsmith.ir import example_inputs, format_graph, save
+from torchsmith.ir.cli import load_verified, run_guarded
 
 
 def parse_sizes(items: list[str]) -> dict[str, int]:
@@ -40,7 +43,7 @@ def parse_sizes(items: list[str]) -> dict[str, int]:
 def lower_file(path, *, training: bool, sizes: dict[str, int] | None = None, seed: int = 0) -> Lowered:
     """Lower the graph stored at `path` (see the module docstring); symbolic when its inputs have
     size symbols and the lowering generalizes, else at the example sizes."""
-    graph = load(path)
+    graph = load_verified(path)
     inputs = example_inputs(graph, sizes, seed=seed)
     if not training:
         inputs = [x.detach() if hasattr(x, "detach") else x for x in inputs]
@@ -75,11 +78,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="the example value of a size symbol (default: random in 2..5)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random example inputs")
     args = parser.parse_args(argv)
-    try:
-        lowered = lower_file(args.file, training=args.training, sizes=parse_sizes(args.size), seed=args.seed)
-    except (AotAutogradError, IRError, ValueError, OSError) as e:
-        print(f"error: {args.file}: {e}", file=sys.stderr)
-        return 1
+    return run_guarded(lambda: _run(args), args.file)
+
+
+def _run(args) -> int:
+    """Lower, then print or write; any failure becomes one line on stderr (exit status 2)."""
+    lowered = lower_file(args.file, training=args.training, sizes=parse_sizes(args.size), seed=args.seed)
     graphs = {"forward": lowered.forward, "backward": lowered.backward} if lowered.backward is not None \
         else {"inference": lowered.forward}
     if args.out is None:

@@ -1,6 +1,9 @@
 """Command line: `python -m torchsmith.inductor compile FILE.json [--out DIR] [--check] [--size s0=8]`
 and `python -m torchsmith.inductor codegen LOOPS.json [--out DIR] [--build]`.
 
+Both read and verify their input first; a file that is not valid is reported in one line on stderr
+with exit status 2.
+
 Compiles a prims (or ATen: it is decomposed first) graph stored as JSON, e.g. `python -m
 torchsmith.prims decompose ... --out F` output or an IR dump's `NNN-prims-*.json`, and prints its loop
 IR and generated C++; `--out DIR` writes them to `DIR/loops.txt` and `DIR/kernels.cpp` instead.
@@ -22,7 +25,9 @@ from torchsmith.inductor.compile_fx import compile_graph, to_prims
 from torchsmith.inductor.errors import InductorError
 from torchsmith.inductor.loop_ir import format_program
 from torchsmith.inductor.lower import lower
-from torchsmith.ir import IRError, example_inputs, interpret, load
+from torchsmith.ir import example_inputs, interpret
+from torchsmith.ir.cli import fail, load_verified, run_guarded
+from torchsmith.ir.codegen_text import cpp_comment
 
 
 def parse_sizes(items: list[str]) -> dict[str, int]:
@@ -51,13 +56,9 @@ def check(compiled, graph, inputs) -> str | None:
 
 
 def _compile(args) -> int:
-    try:
-        graph = load(args.file)
-        inputs = example_inputs(graph, parse_sizes(args.size), seed=args.seed)
-        inputs = [x.detach() if isinstance(x, torch.Tensor) else x for x in inputs]
-    except (IRError, ValueError, OSError) as e:
-        print(f"error: {args.file}: {e}", file=sys.stderr)
-        return 1
+    graph = load_verified(args.file)
+    inputs = example_inputs(graph, parse_sizes(args.size), seed=args.seed)
+    inputs = [x.detach() if isinstance(x, torch.Tensor) else x for x in inputs]
     try:
         compiled = compile_graph(graph, inputs)
     except InductorError as e:
@@ -65,8 +66,7 @@ def _compile(args) -> int:
             print(format_program(lower(to_prims(graph))))
         except Exception:  # the lowering itself failed: the error below says where
             pass
-        print(f"error: {args.file}: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
+        return fail(args.file, e)
     loops, source = format_program(compiled.program), compiled.source
     if args.out:
         out = pathlib.Path(args.out)
@@ -89,30 +89,22 @@ def _compile(args) -> int:
 def _codegen(args) -> int:
     from torchsmith.inductor.cpp_build import load_library
     from torchsmith.inductor.cpp_codegen import generate_cpp, local_buffers
-    from torchsmith.inductor.loop_ir_json import LoopIRFormatError, load_program
+    from torchsmith.inductor.loop_ir_json import load_program
     from torchsmith.inductor.scheduler import schedule
 
-    try:
-        program = load_program(args.file)
-    except (LoopIRFormatError, ValueError, OSError) as e:  # ValueError: not JSON at all
-        print(f"error: {args.file}: {e}", file=sys.stderr)
-        return 1
-    try:
-        plan = schedule(program)
-        source, kernels = generate_cpp(program, plan.groups, local_buffers(program, plan.groups))
-        if args.build and kernels:
-            load_library(source)
-    except InductorError as e:
-        print(f"error: {args.file}: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
-    decisions = "\n".join(f"// {d}" for d in plan.decisions)
+    program = load_program(args.file)
+    plan = schedule(program)
+    source, kernels = generate_cpp(program, plan.groups, local_buffers(program, plan.groups))
+    if args.build and kernels:
+        load_library(source)
+    decisions = "\n".join(f"// {cpp_comment(d)}" for d in plan.decisions)
     if args.out:
         out = pathlib.Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         (out / "kernels.cpp").write_text(source)
         print(out / "kernels.cpp")
     else:
-        print(f"// fusion decisions of {program.name}\n{decisions}\n\n{source}")
+        print(f"// fusion decisions of {cpp_comment(program.name)}\n{decisions}\n\n{source}")
     if args.build:
         print(f"built: {len(kernels)} kernels of {program.name}", file=sys.stderr)
     return 0
@@ -136,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     codegen.add_argument("--build", action="store_true", help="also compile the C++ (checks that it builds)")
     codegen.set_defaults(run=_codegen)
     args = parser.parse_args(argv)
-    return args.run(args)
+    return run_guarded(lambda: args.run(args), args.file)
 
 
 if __name__ == "__main__":

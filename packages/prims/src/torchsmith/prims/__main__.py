@@ -2,7 +2,7 @@
 
 - `python -m torchsmith.prims coverage [--json PATH]`: which model-zoo ATen ops are decomposed, kept
   whole or missing.
-- `python -m torchsmith.prims decompose FILE.json [--out F] [--keep OP,...] [--keep-missing]`: an ATen
+- `python -m torchsmith.prims decompose FILE.json [--out F] [--keep OP,...] [--keep-missing]`: a verified ATen
   graph (e.g. `python -m torchsmith.autograd_aot ... --out DIR` output, or an IR dump's
   `NNN-aten-*.json`) decomposed to prims; printed in text form, or written as JSON to F for the next
   stage (`python -m torchsmith.inductor compile F`).
@@ -13,10 +13,10 @@ import pathlib
 import sys
 
 import torchsmith.prims  # noqa: F401  (registers prims and decompositions)
-from torchsmith.ir import IRError, format_graph, load, save
+from torchsmith.ir import format_graph, save
+from torchsmith.ir.cli import load_verified, run_guarded
 from torchsmith.prims.coverage import coverage, format_table, to_json
 from torchsmith.prims.decompose import decompose
-from torchsmith.prims.errors import PrimsError
 
 
 def _coverage(args) -> int:
@@ -29,11 +29,7 @@ def _coverage(args) -> int:
 
 def _decompose(args) -> int:
     keep = frozenset(op.strip() for op in args.keep.split(",") if op.strip()) if args.keep else frozenset()
-    try:
-        graph = decompose(load(args.file), keep, on_missing="keep" if args.keep_missing else "error")
-    except (PrimsError, IRError, OSError) as e:
-        print(f"error: {args.file}: {e}", file=sys.stderr)
-        return 1
+    graph = decompose(load_verified(args.file), keep, on_missing="keep" if args.keep_missing else "error")
     if args.out:
         save(graph, args.out)
         print(args.out)
@@ -59,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
                        help="keep ops without a decomposition instead of failing (inductor calls them)")
     lower.set_defaults(run=_decompose)
     args = parser.parse_args(argv)
-    return args.run(args)
+    return run_guarded(lambda: args.run(args), getattr(args, "file", "coverage"))
 
 
 if __name__ == "__main__":
