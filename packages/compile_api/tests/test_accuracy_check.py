@@ -109,17 +109,17 @@ def test_clean_training_step_with_mutation_and_graph_break(tmp_path, caplog):
     assert len(_agreeing(caplog)) == 2  # the graph before the break and the resume function's
 
 
-def test_option_and_environment_variable():
+def test_option_and_environment_variable(monkeypatch):
+    monkeypatch.delenv("TORCHSMITH_CHECK", raising=False)
     assert resolve_options(None, None)["check"] is False
     assert resolve_options(None, {"check": True})["check"] is True
     with pytest.raises(torchsmith.InvalidOptionError, match="check"):
         resolve_options(None, {"check": "yes"})
-    os.environ["TORCHSMITH_CHECK"] = "1"
-    try:
-        assert resolve_options(None, None)["check"] is True
-        assert resolve_options(None, {"check": False})["check"] is False  # an explicit option wins
-    finally:
-        del os.environ["TORCHSMITH_CHECK"]
+    monkeypatch.setenv("TORCHSMITH_CHECK", "1")
+    assert resolve_options(None, None)["check"] is True
+    assert resolve_options(None, {"check": False})["check"] is False  # an explicit option wins
+    monkeypatch.setenv("TORCHSMITH_CHECK", "0")
+    assert resolve_options(None, None)["check"] is False
     # a backend without an `options` parameter still accepts the check (compile_api runs it)
     torchsmith.compile(
         lambda x: x + 1,

@@ -103,9 +103,7 @@ def check_graph(
             return compiled
         difference = first_difference(expected, actual, names)
         if difference is not None:
-            culprit = _localize(level, graph, inputs, training, compiled if last else runner, options)
-            if culprit is None:
-                culprit = Culprit(level.stage, "torch", graph, list(inputs), difference, training=training)
+            culprit = _localize(level, graph, inputs, training, runner, options, difference)
             _report(culprit, difference, previous, function_name, options, backend_name, graph)
             return previous.build(graph, inputs, False)
         expected = actual
@@ -119,19 +117,22 @@ def check_graph(
     return compiled
 
 
-def _localize(level: Level, graph: Graph, inputs, training: bool, runner, options) -> Culprit | None:
+def _localize(level: Level, graph: Graph, inputs, training: bool, runner, options, difference) -> Culprit:
+    """The culprit of a failed stage: its first differing node when one is found, else its input graph
+    (capture's graph for a stage without a localizer) with the graph-level difference."""
+    found = None
     try:
         if level.stage == "autograd_aot":
-            return localize_autograd_aot(graph, inputs, training)
-        if level.stage == "prims":
-            return localize_prims(graph, inputs, training)
-        if level.stage == "inductor":
-            return localize_inductor(runner, graph, inputs, training, options)
+            found = localize_autograd_aot(graph, inputs, training, difference)
+        elif level.stage == "prims":
+            found = localize_prims(graph, inputs, training, difference)
+        elif level.stage == "inductor":
+            found = localize_inductor(runner, graph, inputs, training, options, difference)
     except Exception as e:  # noqa: BLE001 - the stage is still known; only the node is not
         log.warning(
             "could not find the first differing node of stage %s: %s: %s", level.stage, type(e).__name__, e
         )
-    return None
+    return found or Culprit(level.stage, "torch", graph, list(inputs), difference, training=training)
 
 
 def capture_nodes_of(culprit: Culprit, captured: Graph) -> list[str]:

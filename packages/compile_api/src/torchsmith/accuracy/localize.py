@@ -95,8 +95,9 @@ def _requires_grad(values) -> bool:
     return any(isinstance(x, torch.Tensor) and x.requires_grad for x in values)
 
 
-def localize_autograd_aot(graph: Graph, inputs, training: bool) -> Culprit | None:
-    """The first torch-level node whose ATen lowering differs from running it eagerly."""
+def localize_autograd_aot(graph: Graph, inputs, training: bool, difference: Difference) -> Culprit:
+    """The first torch-level node whose ATen lowering differs from running it eagerly (or, when no
+    single node does, the whole torch-level graph with the graph's `difference`)."""
     with torch.enable_grad() if training else torch.no_grad():
         env = interpret_env(graph, clone_inputs(inputs, keep_grad=training))
     for node in graph.nodes:
@@ -127,7 +128,14 @@ def localize_autograd_aot(graph: Graph, inputs, training: bool) -> Culprit | Non
                 clone_inputs(sub_inputs),
                 sub_training,
             )
-    return None
+    return Culprit(
+        "autograd_aot",
+        "torch",
+        graph,
+        clone_inputs(inputs, keep_grad=training),
+        difference,
+        training=training,
+    )
 
 
 def example_for(t: TensorType, bindings: dict, seed: int) -> torch.Tensor:
@@ -152,9 +160,13 @@ def aten_graph_and_inputs(graph: Graph, inputs, training: bool) -> tuple[Graph, 
     return aten, clone_inputs(inputs, keep_grad=False) + extra
 
 
-def localize_prims(graph: Graph, inputs, training: bool, decompose=prims_decomposition) -> Culprit | None:
-    """The first ATen node whose decomposition to prims differs from the ATen op."""
+def localize_prims(
+    graph: Graph, inputs, training: bool, difference: Difference, decompose=prims_decomposition
+) -> Culprit:
+    """The first ATen node whose decomposition to prims differs from the ATen op (or, when no
+    single node does, the whole functional ATen graph with the graph's `difference`)."""
     aten, aten_inputs = aten_graph_and_inputs(graph, inputs, training)
+    role = "joint" if training else "inference"
     with torch.no_grad():
         env = interpret_env(aten, clone_inputs(aten_inputs))
         for node in aten.nodes:
@@ -170,29 +182,34 @@ def localize_prims(graph: Graph, inputs, training: bool, decompose=prims_decompo
             found = first_difference(expected, actual, names)
             found = found and _named(found, sub)
             if found is not None:
-                role = "joint" if training else "inference"
                 return Culprit("prims", role, aten, aten_inputs, found, node, sub, clone_inputs(sub_inputs))
-    return None
+    return Culprit("prims", role, aten, aten_inputs, difference)
 
 
-def localize_inductor(compiled, graph: Graph, inputs, training: bool, options: dict | None) -> Culprit | None:
+def localize_inductor(
+    compiled, graph: Graph, inputs, training: bool, options: dict | None, difference: Difference
+) -> Culprit | None:
     """The first prims node of the inductor's forward (then backward) graph whose compiled value
-    differs from the interpreter's."""
+    differs from the interpreter's (or, when none does, the forward graph with the graph's
+    `difference`); None when `compiled` is not the inductor's AOT function."""
     program = getattr(compiled, "last_program", None)
     if program is None:
         return None
     forward_inputs = clone_inputs(inputs, keep_grad=False)
     role = "forward" if program.backward_graph is not None else "inference"
+    whole = Culprit("inductor", role, program.forward_graph, clone_inputs(forward_inputs), difference)
     found = scan_compiled("inductor", role, program.forward_graph, forward_inputs, options)
-    if found is not None or program.backward_graph is None:
+    if found is not None:
         return found
+    if program.backward_graph is None:
+        return whole
     with torch.no_grad():
         results = interpret(program.forward_graph, *clone_inputs(forward_inputs))
     saved = results[program.traced.num_outputs + len(program.mutated_inputs) :]
     backward = program.backward_graph
     bindings = bind_symbols(program.forward_graph, forward_inputs)
     tangents = [example_for(v.type, bindings, 3000 + i) for i, v in enumerate(backward.inputs[len(saved) :])]
-    return scan_compiled("inductor", "backward", backward, list(saved) + tangents, options)
+    return scan_compiled("inductor", "backward", backward, list(saved) + tangents, options) or whole
 
 
 def scan_compiled(stage: str, role: str, graph: Graph, inputs: list, options: dict | None) -> Culprit | None:

@@ -72,8 +72,11 @@ def write_repro(
         f"stage {culprit.stage} differs from the previous stage at node {culprit.node_label()} of the "
         f"{culprit.role} graph of {function_name}: {culprit.difference.describe()}.",
         "",
-        "Replay: `python repro.py` (exit status 1 while the mismatch reproduces).",
     ]
+    if culprit.stage in _CLI or culprit.stage == "capture":
+        lines.append("Replay: `python repro.py` (exit status 1 while the mismatch reproduces).")
+    else:
+        lines.append(f"No replay for {culprit.stage}: graph.json and inputs.pt are what it was given.")
     if cli:
         lines.append(f"The stage's command line on the same graph (random inputs): `{cli}`.")
     (folder / "README.md").write_text("\n".join(lines) + "\n")
