@@ -14,12 +14,12 @@ _CO_VARKEYWORDS = 0x08
 
 
 def bind_to_code(fn: types.FunctionType, args: tuple, kwargs: dict) -> dict:
-    """The frame's arguments of `fn(*args, **kwargs)` by parameter name, in `co_varnames` order,
+    """The frame's arguments of `fn(*args, **kwargs)` by parameter name, in definition order,
     defaults applied; `*args` becomes a tuple and `**kwargs` a dict under their own names.
 
     >>> def f(a, *rest, b=2, **extra): pass
     >>> bind_to_code(f, (1, 5), {"z": 3})
-    {'a': 1, 'b': 2, 'rest': (5,), 'extra': {'z': 3}}
+    {'a': 1, 'rest': (5,), 'b': 2, 'extra': {'z': 3}}
     """
     code = fn.__code__
     names = code.co_varnames
@@ -61,11 +61,12 @@ def bind_to_code(fn: types.FunctionType, args: tuple, kwargs: dict) -> dict:
                 missing.append(name)
     if missing:
         raise TypeError(f"{qualname} missing required arguments: {', '.join(map(repr, missing))}")
+    # parameter order, as the function's definition lists them: positional, *args, keyword-only, **kwargs
+    ordered = {name: bound[name] for name in names[:nargs]}
     position = nargs + nkwonly
-    ordered = {name: bound[name] for name in names[:position]}
     if has_varargs:
         ordered[names[position]] = tuple(args[nargs:])
-        position += 1
+    ordered.update((name, bound[name]) for name in names[nargs : nargs + nkwonly])
     if has_varkw:
-        ordered[names[position]] = extra
+        ordered[names[position + has_varargs]] = extra
     return ordered

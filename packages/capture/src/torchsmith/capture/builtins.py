@@ -426,6 +426,7 @@ _HANDLED = {
     builtins.abs: "abs",
     builtins.pow: "pow",
     builtins.print: "print",
+    builtins.id: "id",
 }
 for _fn in (
     builtins.int,

@@ -17,6 +17,7 @@ import torch
 from torchsmith.capture.builtins import BuiltinOps
 from torchsmith.capture.errors import Unsupported
 from torchsmith.capture.objects import traceable_dataclass
+from torchsmith.capture.python_state import PythonStateOps, is_context_var_method
 from torchsmith.capture.tensors import DATA_DEPENDENT_METHODS, METADATA_METHODS
 from torchsmith.capture.variables import (
     NULL,
@@ -81,7 +82,7 @@ STATIC_TORCH_FUNCTIONS = {
 }
 
 
-class CallOps(BuiltinOps):
+class CallOps(BuiltinOps, PythonStateOps):
     """Mixin of the Tracer."""
 
     def op_CALL(self, frame, ins):
@@ -93,17 +94,16 @@ class CallOps(BuiltinOps):
             args = args[: len(args) - len(kwnames)]
         second = frame.pop()
         first = frame.pop()
-        if first is NULL:
-            fn = second
-        else:
-            fn, args = first, [second, *args]
-        frame.push(self.call(fn, list(args), kwargs, frame))
+        fn, args = callable_and_args(first, second, args)
+        frame.push(self.call(fn, args, kwargs, frame))
 
     def op_CALL_FUNCTION_EX(self, frame, ins):
         kwargs = self.dict_items(frame.pop()) if ins.arg & 1 else {}
         args = self.sequence_items(frame.pop())
         fn = frame.pop()
-        if frame.stack and frame.stack[-1] is NULL:
+        if fn is NULL:  # 3.13: [callable, NULL, args]
+            fn = frame.pop()
+        elif frame.stack and frame.stack[-1] is NULL:  # 3.11/3.12: [NULL, callable, args]
             frame.pop()
         frame.push(self.call(fn, args, kwargs, frame))
 
@@ -190,6 +190,8 @@ class CallOps(BuiltinOps):
             read = self.read_dict_subclass(value, args)
             if read is not None:
                 return read
+        if is_context_var_method(value):
+            return self.context_var_call(value, fn.source, args, kwargs)
         if isinstance(value, weakref.ReferenceType):
             return self.wrap(value(), f"{fn.source}()" if fn.source else None)
         inner = getattr(value, "_torchsmith_captured_fn", None)
@@ -493,6 +495,16 @@ class CallOps(BuiltinOps):
 
     def call_container_method(self, obj, name: str, args, kwargs):
         return self.container_method(obj, name, args, kwargs)
+
+
+def callable_and_args(first, second, args: list) -> tuple:
+    """The callable and arguments of a CALL from the two slots below its arguments: `NULL, f`
+    (3.11/3.12), `f, NULL` (3.13) or `method, self` (all versions)."""
+    if first is NULL:
+        return second, list(args)
+    if second is NULL:
+        return first, list(args)
+    return first, [second, *args]
 
 
 def allowed_op_name(fn) -> str:

@@ -17,6 +17,7 @@ import torch
 from torchsmith.capture.binding import bind_to_code
 from torchsmith.capture.errors import CaptureError, FullGraphError, RecompileLimitError, Unsupported
 from torchsmith.capture.output import Codegen, compile_run
+from torchsmith.capture.python_state import refuse_open_context_sets
 from torchsmith.capture.tracer import Tracer
 from torchsmith.ir.events import emit
 
@@ -153,6 +154,7 @@ class CaptureSession:
         tracer = Tracer(code, L, globals_, closure, name=name, dynamic_dims=self.dynamic_policy(code))
         try:
             value = tracer.run()
+            refuse_open_context_sets(tracer, "the return")
             output = Codegen(tracer).finish_return(value)
         except Unsupported as first:
             if self.fullgraph:
@@ -209,6 +211,7 @@ class CaptureSession:
         try:
             if tracer.run() is not None:
                 return None, None  # did not reach the break the second time: give up
+            refuse_open_context_sets(tracer, "the graph break")
             output = Codegen(tracer).finish_break(first, self.run_resume)
         except Unsupported as e:
             first.reason = f"{first.reason}; the function runs eagerly: it cannot resume there ({e.reason})"

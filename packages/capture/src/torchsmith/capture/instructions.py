@@ -1,4 +1,4 @@
-"""A version-neutral instruction list for CPython 3.11 and 3.12 bytecode.
+"""A version-neutral instruction list for CPython 3.11, 3.12 and 3.13 bytecode.
 
 The symbolic executor reads only this form, so each interpreter version's quirks are absorbed here:
 
@@ -14,8 +14,18 @@ The symbolic executor reads only this form, so each interpreter version's quirks
 - 3.12's `RETURN_CONST`, `BINARY_SLICE`, `STORE_SLICE`, `LOAD_FAST_CHECK`, `CALL_INTRINSIC_1` are
   rewritten into older, simpler instructions (`LOAD_CONST`+`RETURN_VALUE`, `BUILD_SLICE`+subscript,
   `LOAD_FAST`, `LIST_TO_TUPLE`/`UNARY_POSITIVE`);
+- 3.13's fused `LOAD_FAST_LOAD_FAST`, `STORE_FAST_LOAD_FAST` and `STORE_FAST_STORE_FAST` are split
+  into two instructions at the same offset, and `CALL_KW` becomes `CALL` with the keyword names
+  folded in from the `LOAD_CONST` before it (as `KW_NAMES` is); 3.13's `FOR_ITER` exhaustion skips
+  both `END_FOR` and the `POP_TOP` after it;
+- the order of a callable and its NULL differs: 3.11/3.12 push `NULL, callable` (LOAD_GLOBAL,
+  PUSH_NULL, LOAD_ATTR's method form), 3.13 pushes `callable, NULL` (`NULL_AFTER_CALLABLE`); handlers
+  push in the interpreter's order so a resumed stack matches what the bytecode expects;
 - each instruction carries the innermost exception-table entry covering it (3.12 inlined
   comprehensions and `with` blocks use these).
+
+Anything else passes through under its own name; an opcode without a handler is a graph break
+naming it (the tracer's loop).
 """
 
 import dis
@@ -27,6 +37,8 @@ from types import CodeType
 from torchsmith.capture.errors import UnsupportedBytecodeError
 
 PY312 = sys.version_info >= (3, 12)
+PY313 = sys.version_info >= (3, 13)
+NULL_AFTER_CALLABLE = PY313
 
 _DROPPED = frozenset({"CACHE", "EXTENDED_ARG", "PRECALL", "RESUME", "NOP", "KW_NAMES"})
 
@@ -58,6 +70,8 @@ JUMPS = frozenset(
         "SEND",
     }
 )
+
+_FUSED_FAST = frozenset({"LOAD_FAST_LOAD_FAST", "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST"})
 
 # CALL_INTRINSIC_1 operands (3.12, Include/internal/pycore_intrinsics.h).
 _INTRINSIC_1 = {5: "UNARY_POSITIVE", 6: "LIST_TO_TUPLE", 3: "STOPITERATION_ERROR"}
@@ -110,6 +124,7 @@ def normalize(code: CodeType) -> list[Instruction]:
     # pending entries carry jump targets as byte offsets until every index is known
     line = None
     kw_names: tuple = ()
+    cell_names = frozenset(code.co_cellvars + code.co_freevars) if PY313 else frozenset()
     for ins in raw:
         starts = getattr(ins, "line_number", None) if sys.version_info >= (3, 13) else ins.starts_line
         if starts is not None:
@@ -117,6 +132,13 @@ def normalize(code: CodeType) -> list[Instruction]:
         name, arg, argval, off = ins.opname, ins.arg, ins.argval, ins.offset
         if name == "KW_NAMES":
             kw_names = code.co_consts[arg]
+            continue
+        if name == "CALL_KW":
+            # the keyword names are the constant loaded just before (3.13)
+            last = pending.pop() if pending else None
+            if last is None or last[0] != "LOAD_CONST" or not isinstance(last[2], tuple):
+                raise UnsupportedBytecodeError("CALL_KW without a constant tuple of names", code, line)
+            pending.append(("CALL", arg, last[2], off, line, None))
             continue
         if name in _DROPPED:
             continue
@@ -144,8 +166,21 @@ def normalize(code: CodeType) -> list[Instruction]:
         elif name == "STORE_SLICE":
             emit("BUILD_SLICE", 2, 2)
             emit("STORE_SUBSCR", None, None)
+        elif name in ("LOAD_FAST", "LOAD_FAST_CHECK") and argval in cell_names:
+            emit("LOAD_CLOSURE", arg, argval)  # 3.13 spells LOAD_CLOSURE as LOAD_FAST of the cell
         elif name == "LOAD_FAST_CHECK":
             emit("LOAD_FAST", arg, argval)
+        elif name in _FUSED_FAST and cell_names.intersection(argval):
+            raise UnsupportedBytecodeError(f"{name} of a cell variable", code, line)
+        elif name == "LOAD_FAST_LOAD_FAST":
+            emit("LOAD_FAST", arg >> 4, argval[0])
+            emit("LOAD_FAST", arg & 15, argval[1])
+        elif name == "STORE_FAST_LOAD_FAST":
+            emit("STORE_FAST", arg >> 4, argval[0])
+            emit("LOAD_FAST", arg & 15, argval[1])
+        elif name == "STORE_FAST_STORE_FAST":
+            emit("STORE_FAST", arg >> 4, argval[0])
+            emit("STORE_FAST", arg & 15, argval[1])
         elif name == "CALL_INTRINSIC_1":
             if arg not in _INTRINSIC_1:
                 raise UnsupportedBytecodeError(f"CALL_INTRINSIC_1 {arg}", code, line)
@@ -163,6 +198,8 @@ def normalize(code: CodeType) -> list[Instruction]:
             target = index_of_offset(target_off)
             if name == "FOR_ITER" and target < len(pending) and pending[target][0] == "END_FOR":
                 target += 1  # 3.12: exhaustion skips END_FOR; the iterator is popped like 3.11
+                if PY313 and target < len(pending) and pending[target][0] == "POP_TOP":
+                    target += 1  # 3.13: END_FOR pops one value, a POP_TOP the other
         exception = None
         for entry in entries:  # the innermost (last listed) covering entry wins
             if entry.start <= off < entry.end:

@@ -3,6 +3,7 @@
 import torch
 
 from torchsmith.capture.errors import Unsupported
+from torchsmith.capture.instructions import NULL_AFTER_CALLABLE
 from torchsmith.capture.tensors import METADATA_ATTRIBUTES
 from torchsmith.capture.variables import (
     NULL,
@@ -36,6 +37,16 @@ MODULE_ITERATORS = frozenset(
 )
 
 
+def push_callable_and_null(frame, callable_) -> None:
+    """Push a callable with the NULL that stands for "no self", in the interpreter's order."""
+    if NULL_AFTER_CALLABLE:
+        frame.push(callable_)
+        frame.push(NULL)
+    else:
+        frame.push(NULL)
+        frame.push(callable_)
+
+
 class AttributeOps:
     """Mixin of the Tracer."""
 
@@ -45,8 +56,7 @@ class AttributeOps:
 
     def op_LOAD_METHOD(self, frame, ins):
         obj = frame.pop()
-        frame.push(NULL)
-        frame.push(self.getattr(obj, ins.argval))
+        push_callable_and_null(frame, self.getattr(obj, ins.argval))
 
     def op_STORE_ATTR(self, frame, ins):
         obj = frame.pop()
@@ -61,8 +71,9 @@ class AttributeOps:
         del two_arg
         attr = self.getattr(SuperVar(self.as_python(cls), obj), name)
         if is_method:
-            frame.push(NULL)
-        frame.push(attr)
+            push_callable_and_null(frame, attr)
+        else:
+            frame.push(attr)
 
     def setattr(self, obj, name: str, value) -> None:
         if isinstance(obj, ConstVar) and not isinstance(obj.value, type):

@@ -102,7 +102,7 @@ class ControlOps:
     # ----------------------------------------------------------------- functions
     def op_MAKE_FUNCTION(self, frame, ins):
         code = frame.pop().value
-        flags = ins.arg
+        flags = ins.arg or 0  # 3.13: no operand; SET_FUNCTION_ATTRIBUTE adds the parts
         closure = frame.pop().items if flags & 0x08 else ()
         if flags & 0x04:
             frame.pop()  # annotations do not change behaviour

@@ -3,6 +3,8 @@
 import builtins
 
 from torchsmith.capture.errors import Unsupported
+from torchsmith.capture.instructions import NULL_AFTER_CALLABLE
+from torchsmith.capture.ops_py313 import Py313Ops
 from torchsmith.capture.variables import (
     NULL,
     CellVar,
@@ -15,7 +17,7 @@ from torchsmith.capture.variables import (
 )
 
 
-class StackOps:
+class StackOps(Py313Ops):
     """Mixin of the Tracer: handlers return None to continue, a tracker to return."""
 
     # ----------------------------------------------------------------- locals and constants
@@ -55,9 +57,11 @@ class StackOps:
 
     def op_LOAD_GLOBAL(self, frame, ins):
         name, push_null = ins.argval
-        if push_null:
+        if push_null and not NULL_AFTER_CALLABLE:
             frame.push(NULL)
         frame.push(self.load_global(frame, name))
+        if push_null and NULL_AFTER_CALLABLE:
+            frame.push(NULL)
 
     def load_global(self, frame, name: str):
         write = self.global_writes.get((id(frame.globals), name))

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from torchsmith.capture.calls import callable_and_args
 from torchsmith.capture.errors import Unsupported
 from torchsmith.capture.guards import compile_function
 from torchsmith.capture.resume import resume_code
@@ -193,7 +194,7 @@ class Codegen:
             operands = stack[len(stack) - nargs - 2 :]
             stack = stack[: len(stack) - nargs - 2]
             first, second, *args = operands
-            fn, args = (second, args) if first is NULL else (first, [second, *args])
+            fn, args = callable_and_args(first, second, args)
             kwnames = ins.argval or ()
             positional = args[: len(args) - len(kwnames)]
             keywords = dict(zip(kwnames, args[len(args) - len(kwnames) :]))
@@ -213,7 +214,9 @@ class Codegen:
             kw = stack.pop() if ins.arg & 1 else None
             posargs = stack.pop()
             fn = stack.pop()
-            if stack and stack[-1] is NULL:
+            if fn is NULL:  # 3.13: fn, NULL, args[, kwargs]
+                fn = stack.pop()
+            elif stack and stack[-1] is NULL:
                 stack.pop()
             star = f", **{self.expr(kw)}" if kw is not None else ""
             self.lines.append(f"__r = __call({self.expr(fn)}, *{self.expr(posargs)}{star})")

@@ -13,7 +13,8 @@ still works; only the exception table (shifted), the line table (prefixed with "
 entries) and the closure-variable operands (their slots move) change. All original locals become
 positional arguments, then the cell variables (passed as the cell objects, so inner functions made
 before the break keep sharing them), then one argument per stack slot. This
-works the same on CPython 3.11 and 3.12 (the same prologue opcodes and table formats).
+works the same on CPython 3.11, 3.12 and 3.13 (the same prologue opcodes and table formats; 3.13
+loads a cell object with `LOAD_FAST` of the cell's slot, whose operand moves like the DEREF ones).
 """
 
 import dis
@@ -33,6 +34,7 @@ _DEREF_OPS = frozenset(
         "LOAD_FROM_DICT_OR_DEREF",
     }
 )
+_FUSED_FAST = frozenset({"LOAD_FAST_LOAD_FAST", "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST"})
 _CACHE: dict[tuple, types.CodeType] = {}
 
 
@@ -81,8 +83,13 @@ def _build(code: types.CodeType, offset: int, slot_kinds: tuple[str, ...]) -> ty
     names = tuple(code.co_varnames) + extra_cells + tuple(f"___stack{i}" for i in range(nslots))
     new_slots = {name: i for i, name in enumerate(names + code.co_freevars)}
     body = bytearray(code.co_code)
+    cell_names = frozenset(code.co_cellvars + code.co_freevars)
     for ins in dis.get_instructions(code):
-        if ins.opname in _DEREF_OPS:  # operands index the locals-plus array, which moved
+        if ins.opname in _FUSED_FAST and cell_names.intersection(ins.argval):
+            raise Unsupported(f"{ins.opname} of a closure variable in a resume function")
+        # 3.13 loads a cell itself (LOAD_CLOSURE before) with LOAD_FAST of its slot
+        reads_cell = ins.opname in ("LOAD_FAST", "LOAD_FAST_CHECK") and ins.argval in cell_names
+        if ins.opname in _DEREF_OPS or reads_cell:  # operands index the locals-plus array, which moved
             slot = new_slots[ins.argval]
             if ins.arg > 255 or slot > 255:
                 raise Unsupported("too many closure variables to build a resume function")
