@@ -83,6 +83,8 @@ def tests(session: nox.Session) -> None:
     # GPT-2 and BERT for tests/test_training_e2e.py; after torch, and with torch's pin repeated so
     # pip keeps the torch already there instead of resolving another build
     session.install("transformers", TORCH)
+    # torch's OpInfo database (tests/opinfo) imports torch's test utilities, which need expecttest
+    session.install("expecttest")
     # Triton kernels run in Triton's interpreter on CPU in the inductor's test_triton_* files.
     session.install("triton==3.6.0")
     session.run("pytest", *session.posargs)
@@ -144,6 +146,7 @@ def bench(session: nox.Session) -> None:
         return
     _install_all_editable(session)
     session.install("transformers")  # GPT-2 and BERT for bench_aot_memory; after torch, so torch stays
+    session.install("expecttest")  # bench_opinfo reads torch's OpInfo database
     for script in scripts:
         session.run("python", str(script.relative_to(ROOT)), *session.posargs)
 
