@@ -32,6 +32,7 @@ import dataclasses
 import types
 from collections.abc import Callable
 
+import numpy as np
 import torch
 
 import torchsmith
@@ -50,6 +51,7 @@ class Program:
     dynamic: bool | None = None
     compiled_raises: type | None = None  # the compiled call raises this (eager may not, e.g. fullgraph)
     train: bool = False  # backward() through the outputs; gradients compared too
+    strides: bool = False  # tensors' strides compared too (layout programs)
 
 
 def program(theme: str, **options):
@@ -111,7 +113,9 @@ def check_inductor_ran(backend: CountingBackend, before) -> None:
 def snapshot(x):
     """A comparable copy of everything observable in `x`."""
     if isinstance(x, torch.Tensor):
-        return ("tensor", x.detach().clone(), x.requires_grad)
+        return ("tensor", x.detach().clone(), x.requires_grad, x.stride())
+    if isinstance(x, (np.ndarray, np.generic)):  # a copy: the array may share memory with a tensor
+        return ("ndarray", type(x).__name__, np.array(x, copy=True))
     if isinstance(x, torch.nn.Module):
         x = x.__dict__.get("_orig_mod", x)
         return (
@@ -143,7 +147,14 @@ def snapshot(x):
 TOLERANCE = {torch.float16: (1e-3, 1e-3), torch.bfloat16: (1e-2, 1e-2), torch.float64: (1e-10, 1e-8)}
 
 
-def assert_same(a, b, path="result"):
+def assert_same(a, b, path="result", strides=False):
+    if isinstance(a, tuple) and a and a[0] == "ndarray":
+        assert isinstance(b, tuple) and b and b[0] == "ndarray", f"{path}: NumPy {a[1]} vs {b!r}"
+        assert a[1] == b[1] and a[2].dtype == b[2].dtype and a[2].shape == b[2].shape, (
+            f"{path}: {a[1]} {a[2].dtype}{a[2].shape} vs {b[1]} {b[2].dtype}{b[2].shape}"
+        )
+        assert np.allclose(a[2], b[2], equal_nan=True, atol=1e-5, rtol=1e-4), f"{path}: values differ"
+        return
     if isinstance(a, tuple) and a and a[0] == "tensor":
         assert isinstance(b, tuple) and b and b[0] == "tensor", f"{path}: tensor vs {b!r}"
         ta, tb = a[1], b[1]
@@ -153,16 +164,17 @@ def assert_same(a, b, path="result"):
         atol, rtol = TOLERANCE.get(ta.dtype, (1e-5, 1e-4))
         assert torch.allclose(ta, tb, equal_nan=True, atol=atol, rtol=rtol), f"{path}: values differ"
         assert a[2] == b[2], f"{path}: requires_grad {a[2]} vs {b[2]}"
+        assert not strides or a[3] == b[3], f"{path}: strides {a[3]} vs {b[3]}"
         return
     if isinstance(a, (list, tuple)):
         assert isinstance(b, type(a)) and len(a) == len(b), f"{path}: {a!r} vs {b!r}"
         for i, (x, y) in enumerate(zip(a, b)):
-            assert_same(x, y, f"{path}[{i}]")
+            assert_same(x, y, f"{path}[{i}]", strides)
         return
     if isinstance(a, dict):
         assert isinstance(b, dict) and list(a) == list(b), f"{path}: keys {list(a)} vs {list(b)}"
         for k in a:
-            assert_same(a[k], b[k], f"{path}[{k!r}]")
+            assert_same(a[k], b[k], f"{path}[{k!r}]", strides)
         return
     assert a == b or (a != a and b != b), f"{path}: {a!r} vs {b!r}"
 
@@ -200,7 +212,7 @@ def backward_and_grads(fn, args, out):
     for t in leaves:
         grads.append(None if t.grad is None else t.grad.detach().clone())
         t.grad = None
-    return ("grads", [("tensor", g, False) if g is not None else None for g in grads])
+    return ("grads", [("tensor", g, False, g.stride()) if g is not None else None for g in grads])
 
 
 def run_calls(fn, calls, train: bool = False):
@@ -247,7 +259,7 @@ def check(prog: Program, backend_name: str = "eager") -> CountingBackend:
         raise AssertionError(f"compiled call did not raise {prog.compiled_raises.__name__}")
     torch.manual_seed(1)
     actual = run_calls(compiled, calls, prog.train)
-    assert_same(expected, actual)
+    assert_same(expected, actual, strides=prog.strides)
     if prog.graphs is None:
         assert backend.graphs, "no graph was captured"
     else:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from torchsmith.autograd_aot.device_layouts import with_device_layout
 from torchsmith.autograd_aot.errors import TraceError
 from torchsmith.autograd_aot.fused_attention import fused_attention
 from torchsmith.autograd_aot.views import track_aliases
@@ -171,7 +172,7 @@ class _Recorder(TorchDispatchMode):
             kwargs["device"] = torch.device("meta")
         if self.meta_twins:
             args, kwargs = self._on_meta(args), {k: self._on_meta(v) for k, v in kwargs.items()}
-        result = func(*args, **kwargs)
+        result = with_device_layout(op, args, func(*args, **kwargs), self.device)
         results = list(result) if isinstance(result, (list, tuple)) else [result]
         hint = name_hint(op)
         outputs = []

@@ -7,6 +7,7 @@ from types import FunctionType
 import torch
 
 from torchsmith.capture.errors import Unsupported
+from torchsmith.capture.numpy_values import NumpyVar
 from torchsmith.capture.variables import (
     ConstVar,
     DataclassVar,
@@ -77,6 +78,8 @@ class BuiltinOps:
             return functools.partial(self.example_method)
         if isinstance(tracker, DataclassVar):
             return tracker.cls.__new__(tracker.cls)  # not initialized: only its type is used
+        if isinstance(tracker, NumpyVar):  # its type is guarded; its contents are not read
+            return tracker.example
         raise Unsupported(f"type of {tracker.describe()}")
 
     def example_method(self):  # pragma: no cover - only its type is used

@@ -410,6 +410,10 @@ class CallOps(BuiltinOps, PythonStateOps):
 
     def call_tensor_method(self, tensor: TensorVar, name: str, args, kwargs):
         if name in DATA_DEPENDENT_METHODS:
+            if name in ("numpy", "__array__"):
+                raise Unsupported(
+                    f"Tensor.{name}() makes a NumPy array sharing the tensor's memory (NumPy runs eagerly)"
+                )
             raise Unsupported(f"Tensor.{name}() reads tensor data (data-dependent)")
         if name in METADATA_METHODS:
             return self.tensor_metadata(tensor, name, args, kwargs)

@@ -8,6 +8,7 @@ import sympy
 import torch
 
 from torchsmith.capture.errors import Unsupported
+from torchsmith.capture.numpy_values import NumpyVar
 from torchsmith.capture.variables import (
     BuiltinMethodVar,
     ConstVar,
@@ -289,6 +290,9 @@ class PythonOps:
             return left.value is right.value
         if isinstance(left, TensorVar) and isinstance(right, TensorVar):
             return left.value == right.value
+        if left is not right and isinstance(left, NumpyVar) and isinstance(right, NumpyVar):
+            # two arrays read through different sources may be one object on a later call
+            raise Unsupported(f"`is` between {left.describe()} and {right.describe()}")
         return left is right
 
     def op_IS_OP(self, frame, ins):

@@ -17,6 +17,7 @@ function:
 
 import dataclasses
 import functools
+import operator
 import types
 from dataclasses import dataclass, field
 
@@ -25,6 +26,8 @@ import torch
 from torchsmith.capture.calls import callable_and_args
 from torchsmith.capture.errors import Unsupported
 from torchsmith.capture.guards import compile_function
+from torchsmith.capture.numpy_values import NumpyVar
+from torchsmith.capture.ops_python import BINARY, COMPARE
 from torchsmith.capture.resume import resume_code
 from torchsmith.capture.variables import (
     NULL,
@@ -61,6 +64,10 @@ class Output:
     resumes: list = field(default_factory=list)
 
 
+# Instructions that run natively at a graph break, each on its own, with capture resuming after it.
+NATIVE_ONE_INSTRUCTION = frozenset({"BINARY_OP", "COMPARE_OP", "BINARY_SUBSCR", "STORE_SUBSCR"})
+
+
 class Codegen:
     def __init__(self, tracer):
         self.t = tracer
@@ -95,6 +102,8 @@ class Codegen:
             return self.ns.literal(v.value)
         if isinstance(v, SymVar):
             return self.t.shape_env.python_expr(v.expr)
+        if isinstance(v, NumpyVar):  # read again at run time: the very object, never a copy
+            return v.source
         if isinstance(v, ListVar):
             if v.source:
                 return v.source
@@ -237,6 +246,11 @@ class Codegen:
             self.lines.append(f"if {'' if jump_if else 'not '}{self.expr(cond)}:")
             self.lines.append(f"    return {taken}")
             resumes.append(fallthrough)
+        elif ins.opname in NATIVE_ONE_INSTRUCTION:
+            # an operator or subscript capture cannot trace (NumPy arrays, unknown objects) runs
+            # natively on its own, and the code after it is captured again
+            stack = self.native_instruction(ins, stack)
+            resumes.append(self.resume_call(frame, index + 1, stack, captured=True, dispatch=resume_dispatch))
         else:
             resumes.append(self.resume_call(frame, index, stack, captured=False, dispatch=resume_dispatch))
         self.lines.append(f"return {resumes[-1]}")
@@ -256,6 +270,27 @@ class Codegen:
         for i, (_, cell) in enumerate(cells):
             if cell.contents is not None:
                 self.lines.append(f"__cell{i}.cell_contents = {self.expr(cell.contents)}")
+
+    def native_instruction(self, ins, stack: list) -> list:
+        """Code running `ins` (one of NATIVE_ONE_INSTRUCTION) on the values of `stack`; returns the
+        stack after it."""
+        if ins.opname == "STORE_SUBSCR":  # TOS1[TOS] = TOS2
+            *stack, value, container, key = stack
+            self.lines.append(f"{self.expr(container)}[{self.expr(key)}] = {self.expr(value)}")
+            return stack
+        *stack, left, right = stack
+        if ins.opname == "BINARY_SUBSCR":
+            self.lines.append(f"__r = {self.expr(left)}[{self.expr(right)}]")
+            return [*stack, "__r"]
+        symbol = ins.argval
+        if ins.opname == "COMPARE_OP":
+            fn = COMPARE[symbol][1]
+        elif symbol.endswith("=") and symbol[:-1] in BINARY:  # x += y: the in-place protocol
+            fn = getattr(operator, "i" + BINARY[symbol[:-1]][0])
+        else:
+            fn = BINARY[symbol][1]
+        self.lines.append(f"__r = {self.ns.name_of(fn)}({self.expr(left)}, {self.expr(right)})")
+        return [*stack, "__r"]
 
     def resume_call(self, frame, index: int, stack: list, *, captured: bool, dispatch) -> str:
         """Code calling the resume function that continues `frame` at instruction `index`."""

@@ -16,6 +16,7 @@ from torchsmith.capture.calls import CallOps
 from torchsmith.capture.errors import Unsupported
 from torchsmith.capture.guards import GuardSet, Namespace
 from torchsmith.capture.instructions import Instruction, normalize
+from torchsmith.capture.numpy_values import NumpyVar, is_numpy_value
 from torchsmith.capture.objects import DataclassOps
 from torchsmith.capture.ops_attr import AttributeOps
 from torchsmith.capture.ops_control import ControlOps
@@ -250,6 +251,11 @@ class Tracer(StackOps, ControlOps, PythonOps, AttributeOps, DataclassOps, CallOp
             if seen[0].source != source:
                 g.add(f"{source} is {seen[0].source}")
             return seen[0]
+        if is_numpy_value(value):  # opaque: NumPy code runs eagerly (numpy_values.py)
+            g.type_is(source, value)
+            tracker = NumpyVar(value, source)
+            self.mutables_by_id[id(value)] = (tracker, value)
+            return tracker
         if value is None or isinstance(value, (bool, int, float, str, complex, bytes, torch.dtype)):
             g.equals(source, value)
             return ConstVar(value, source)

@@ -267,25 +267,26 @@ def to_prims_keep(graph: Graph) -> Graph:
 
 
 def keep_output_strides(aten: Graph, prims: Graph) -> Graph:
-    """`prims` with each output computed by an elementwise prim declared with the strides its ATen
-    twin had (`x.t() + 1` is column-major in eager, while the prim's rule says contiguous); the
-    lowering writes outputs in their declared layout, so users see eager's strides."""
-    from torchsmith.prims.core import PRIMS
-
-    producers = prims.producers()
+    """`prims` with each output declared with the strides its ATen twin had. The ATen graph is traced
+    on meta tensors, whose kernels follow eager's layout rules (TensorIterator's for pointwise ops: a
+    channels-last or transposed operand's layout wins; the library's own for convolution, pooling,
+    cat, clone with a memory format, `*_like`, reductions), while the prims' shape rules say
+    contiguous. The lowering writes (or copies) each output into its declared layout, so users see
+    eager's strides whatever op produced the output; a view of an input already has them (no copy)."""
     renamed: dict[str, Value] = {}
+    inputs = {v.name for v in prims.inputs}
     for before, after in zip(aten.outputs, prims.outputs):
-        if not isinstance(before, Value) or not isinstance(after, Value) or after.name in renamed:
+        if not isinstance(before, Value) or not isinstance(after, Value):
+            continue
+        if after.name in renamed or after.name in inputs:
             continue
         want, have = before.type, after.type
         if not isinstance(want, TensorType) or not isinstance(have, TensorType) or want.shape != have.shape:
             continue
-        if want.free_symbols or _same_layout(want.shape, want.strides, have.strides):
+        if want.free_symbols or want.strides == have.strides:
             continue
-        node = producers.get(after.name)
-        info = PRIMS.get(node.op) if node is not None else None
-        if info is None or not info.kind.startswith("elementwise.") or len(node.outputs) != 1:
-            continue  # views take their layout from their input; library ops choose their own
+        if any(s < 0 for s in want.strides):
+            continue  # no strided buffer steps backwards (the lowering copies such views)
         renamed[after.name] = Value(after.name, have.replace(strides=want.strides))
     if not renamed:
         return prims

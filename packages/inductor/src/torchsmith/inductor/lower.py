@@ -10,7 +10,7 @@ are added with `register_lowering`.
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import sympy
 import torch
@@ -298,8 +298,14 @@ def _output_view(ctx: LoweringContext, ref: ViewRef, value: Value) -> TensorView
             if compare("==", d, 1) is not True
             and compare("==", sympy.expand(view.strides[k] - t.strides[k]), 0) is not True
         ]  # fmt: skip
-        if not differs or any(compare("==", d, 0) is True for d in t.shape):
+        if any(compare("==", d, 0) is True for d in t.shape):
             return view
+        if not differs:
+            # no kernel steps along a dim of size 1, but users read its stride (`x.sum(1, keepdim=True)`
+            # has eager's (20, 20, 5, 1), not a 0): report eager's there, same storage
+            return replace(view, strides=tuple(
+                w if compare("==", d, 1) is True else s for d, s, w in zip(t.shape, view.strides, t.strides)
+            ))
     # A broadcast (stride-0) dim in eager's output would have each element written many times:
     # such outputs are copied contiguously instead (their values are the same).
     if any(

@@ -140,7 +140,13 @@ def adaptive_avg_pool2d_backward(e, grad, x):
     return e.to(e.div(e.reshape(spread, list(t.shape)), kernel[0] * kernel[1]), t.dtype)
 
 
-@register_decomposition("aten.upsample_nearest2d.vec", "aten.upsample_nearest2d.default")
+@register_decomposition("aten.upsample_nearest2d.default")
+def upsample_nearest2d_sized(e, x, output_size, scales_h=None, scales_w=None):
+    """The `.default` overload: output sizes and optional per-dim scales, no `scale_factors`."""
+    return upsample_nearest2d(e, x, output_size, None, scales_h, scales_w)
+
+
+@register_decomposition("aten.upsample_nearest2d.vec")
 def upsample_nearest2d(e, x, output_size, scale_factors=None, scales_h=None, scales_w=None):
     t = e.type(x)
     if output_size is None:
