@@ -135,8 +135,9 @@ def test_public_api_snapshot():
     assert sorted(torchsmith.__all__) == sorted([
         "AccuracyWarning", "BackendError", "BreakReason", "CaptureError", "ExplainOutput", "FallbackWarning", "FullGraphError",
         "InvalidOptionError", "MODES", "OPTIONS", "StageError", "TorchsmithError", "Unsupported",
-        "__version__", "allow_in_graph", "compile", "disable", "dump_ir", "explain", "list_backends",
-        "lookup_backend", "mark_dynamic", "mark_static", "register_backend", "reset", "set_logs",
+        "__version__", "allow_in_graph", "compile", "disable", "dump_ir", "explain", "fx_backend",
+        "list_backends", "lookup_backend", "mark_dynamic", "mark_static", "register_backend",
+        "register_fx_backend", "reset", "set_logs",
     ])
     for name in torchsmith.__all__:
         assert hasattr(torchsmith, name), name

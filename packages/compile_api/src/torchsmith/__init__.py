@@ -32,6 +32,7 @@ from torchsmith.errors import (  # noqa: E402
     StageError,
     TorchsmithError,
 )
+from torchsmith.fx_backend import fx_backend, register_fx_backend  # noqa: E402
 from torchsmith.logs import configure_from_environment as _configure_logs  # noqa: E402
 from torchsmith.logs import set_logs  # noqa: E402
 from torchsmith.options import MODES, OPTIONS  # noqa: E402
@@ -43,6 +44,7 @@ __all__ = [
     "AccuracyWarning", "BackendError", "BreakReason", "CaptureError", "ExplainOutput", "FallbackWarning",
     "FullGraphError", "InvalidOptionError", "MODES", "OPTIONS", "StageError", "TorchsmithError",
     "Unsupported", "__version__",
-    "allow_in_graph", "compile", "disable", "dump_ir", "explain", "list_backends", "lookup_backend",
-    "mark_dynamic", "mark_static", "register_backend", "reset", "set_logs",
+    "allow_in_graph", "compile", "disable", "dump_ir", "explain", "fx_backend", "list_backends",
+    "lookup_backend", "mark_dynamic", "mark_static", "register_backend", "register_fx_backend", "reset",
+    "set_logs",
 ]
