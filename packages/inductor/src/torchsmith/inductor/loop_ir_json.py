@@ -361,7 +361,7 @@ class _Reader:
             buffers=self.each(self.field(doc, "buffers"), self.buffer, "buffers"),
             outputs=self.each(self.field(doc, "outputs"), self.view, "outputs"),
             fallbacks=self.each(doc.get("fallbacks", []), self.strings, "fallbacks"),
-            indirect_sites=self.each(doc.get("indirect_sites", []), self.strings, "indirect_sites"),
+            indirect_sites=self.each(doc.get("indirect_sites", []), self.site, "indirect_sites"),
         )
         self.check_references(program)
         return program
@@ -378,6 +378,13 @@ class _Reader:
         except Exception as e:
             self.fail(str(e))
         return name
+
+    def site(self, item) -> tuple:
+        """An indirect load's site: [variable x<k>, op, node description]."""
+        site = self.strings(item)
+        if len(site) != 3 or not is_loop_var_name(site[0]) or site[0][0] != "x":
+            self.fail(f"an indirect site is [\"x<k>\", op, node], got {_shown(item)}")
+        return site
 
     def strings(self, item) -> tuple:
         if not isinstance(item, list) or not all(isinstance(x, str) for x in item):
