@@ -246,9 +246,10 @@ class Codegen:
             self.lines.append(f"if {'' if jump_if else 'not '}{self.expr(cond)}:")
             self.lines.append(f"    return {taken}")
             resumes.append(fallthrough)
-        elif ins.opname in NATIVE_ONE_INSTRUCTION:
+        elif ins.opname in NATIVE_ONE_INSTRUCTION and ins.exception is None:
             # an operator or subscript capture cannot trace (NumPy arrays, unknown objects) runs
-            # natively on its own, and the code after it is captured again
+            # natively on its own, and the code after it is captured again (inside a try block
+            # it runs in the resume function, whose exception table catches what it raises)
             stack = self.native_instruction(ins, stack)
             resumes.append(self.resume_call(frame, index + 1, stack, captured=True, dispatch=resume_dispatch))
         else:
