@@ -20,6 +20,7 @@ import cf_modules  # noqa: E402,F401
 import cf_python  # noqa: E402,F401
 import cf_python_more  # noqa: E402,F401
 import cf_regressions  # noqa: E402,F401
+import cf_semantics  # noqa: E402,F401
 import cf_side_effects  # noqa: E402,F401
 import cf_tensors  # noqa: E402,F401
 import cf_training  # noqa: E402,F401

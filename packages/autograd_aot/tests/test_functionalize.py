@@ -12,7 +12,8 @@ from torchsmith.autograd_aot import (
     is_functional,
     trace,
 )
-from torchsmith.ir import GraphBuilder, TensorType
+from torchsmith.autograd_aot.runtime import run_program
+from torchsmith.ir import GraphBuilder, TensorType, interpret
 
 
 def f32(*shape, grad=False):
@@ -105,14 +106,19 @@ def test_outputs_aliasing_each_other_share_storage_and_grads(compare):
     assert result.program.traced.num_outputs == 1
 
 
-def test_mutated_input_aliasing_another_input_is_refused():
+def test_mutated_input_aliasing_another_input_runs_eagerly():
     program = lambda b, x, y: b.op("torch.Tensor.add_", x, 1.0) and b.op("torch.add", x, y)
     graph = build(program, f32(4), f32(4))
-    base = torch.randn(8)
+    base = torch.randn(6)
+    expected_base = base.clone()
+    expected = interpret(graph, expected_base[:4], expected_base[2:])
     fn = aot_eager(graph, [torch.randn(4), torch.randn(4)])
-    with pytest.raises(AliasingError, match="shares storage"):
-        fn(base[:4], base[4:])
-    assert torch.equal(base, base.clone())  # nothing ran
+    with pytest.warns(UserWarning, match="eagerly for this call: input %a0 is mutated .* shares storage"):
+        (out,) = fn(base[:4], base[2:])  # overlapping: the write to a0 changes what a1 reads
+    torch.testing.assert_close(out, expected[0])
+    torch.testing.assert_close(base, expected_base)
+    with pytest.raises(AliasingError, match="shares storage"):  # the program alone refuses them
+        run_program(fn.last_program, (base[:4], base[2:]))
 
 
 def test_mutating_an_input_that_requires_grad_is_refused():
@@ -129,10 +135,22 @@ def test_mutating_an_input_with_a_value_that_requires_grad_is_refused():
         aot_eager(graph, [torch.zeros(3), torch.randn(3, requires_grad=True)])
 
 
-def test_shape_mutation_in_place_is_refused():
+def test_shape_mutation_in_place_is_a_view_and_changes_the_callers_tensor():
     graph = build(lambda b, x: b.op("torch.Tensor.t_", x), f32(3, 4))
-    with pytest.raises(FunctionalizationError, match="in-place changes of shape"):
-        aot_eager(graph, [torch.randn(3, 4)])
+    traced = trace(graph, [torch.randn(3, 4)], training=False)
+    assert traced.graph.ops() == ["aten.t.default"]
+    assert [node.op for node, _ in traced.metadata_mutations[0].ops] == ["aten.t_.default"]
+    x = torch.randn(3, 4)
+    expected = x.clone().t_()
+    (out,) = aot_eager(graph, [torch.randn(3, 4)])(x)
+    assert out is x and x.shape == (4, 3) and x.stride() == expected.stride()
+    torch.testing.assert_close(x, expected)
+
+
+def test_resize_that_grows_the_storage_is_refused():
+    graph = build(lambda b, x: b.op("torch.Tensor.resize_", x, [4, 4]), f32(6))
+    with pytest.raises(TraceError, match="grows the tensor's storage"):
+        aot_eager(graph, [torch.randn(6)])
 
 
 def test_functionalize_output_order_and_text():

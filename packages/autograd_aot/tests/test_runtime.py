@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from torchsmith.autograd_aot import (
+    AotAutogradError,
     TraceError,
     aot_compile,
     aot_eager,
@@ -70,15 +71,27 @@ def test_output_with_no_gradient_flowing_gets_zeros():
     torch.testing.assert_close(x_value.grad, x_value.detach().cos())
 
 
-def test_double_backward_is_refused():
-    b = GraphBuilder("square")
+def test_double_backward_differentiates_the_recomputed_graph():
+    b = GraphBuilder("cube")
     x = b.input("x", f32(3, grad=True))
-    graph = b.build(b.op("torch.mul", x, x))
+    graph = b.build(b.op("torch.mul", b.op("torch.mul", x, x), x))
     x_value = torch.randn(3, requires_grad=True)
     (y,) = aot_eager(graph, [x_value])(x_value)
-    (grad,) = torch.autograd.grad(y.sum(), x_value, create_graph=True)
-    with pytest.raises(RuntimeError):
-        grad.sum().backward()
+    with pytest.warns(UserWarning, match="backward of graph cube as eager ops .*create_graph=True"):
+        (grad,) = torch.autograd.grad(y.sum(), x_value, create_graph=True)
+    torch.testing.assert_close(grad, 3 * x_value.detach() ** 2)
+    grad.sum().backward()
+    torch.testing.assert_close(x_value.grad, 6 * x_value.detach())
+
+
+def test_double_backward_with_random_ops_is_refused():
+    b = GraphBuilder("noisy")
+    x = b.input("x", f32(3, grad=True))
+    graph = b.build(b.op("torch.nn.functional.dropout", b.op("torch.mul", x, x), 0.5, True))
+    x_value = torch.randn(3, requires_grad=True)
+    (y,) = aot_eager(graph, [x_value])(x_value)
+    with pytest.raises(AotAutogradError, match="double backward .* draws random numbers"):
+        torch.autograd.grad(y.sum(), x_value, create_graph=True)
 
 
 def test_new_shapes_and_grad_modes_get_their_own_program():

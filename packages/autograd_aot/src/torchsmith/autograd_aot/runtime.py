@@ -4,18 +4,25 @@
 calling convention (inputs in, list of outputs out). Per input signature (shapes, strides, dtypes,
 requires_grad, grad mode) it traces, functionalizes and partitions once, then on every call:
 
-1. refuses mutated inputs that share storage with another input (the trace assumed they do not);
-2. runs the compiled forward, inside an `autograd.Function` when some input requires grad; the
-   backward graph is compiled on the first `.backward()`;
+1. runs the captured graph eagerly instead (one warning) when a mutated input shares storage with
+   another input: the trace assumed separate tensors;
+2. runs the compiled forward, inside an `autograd.Function` when the program is differentiable
+   (some input requires grad, and grad mode is on at the call or inside the graph); the backward
+   graph is compiled on the first `.backward()`; a backward autograd must differentiate again
+   (`create_graph=True`) runs through `double_backward`;
 3. copies the new values of mutated inputs back into them;
-4. rebuilds outputs that alias inputs or each other as real views, as eager returns them.
+4. rebuilds outputs that alias inputs or each other as real views, as eager returns them;
+5. applies in-place shape changes (`x.t_()`) to the inputs they were made on.
 """
 
+import logging
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 
+from torchsmith.autograd_aot.double_backward import differentiable_backward
 from torchsmith.autograd_aot.errors import AliasingError, AotAutogradError
 from torchsmith.autograd_aot.partition import MemoryReport
 from torchsmith.autograd_aot.pipeline import lower
@@ -26,6 +33,7 @@ from torchsmith.ir import Graph, IRError, SymIntType, TensorType, compile_to_pyt
 from torchsmith.ir.interpreter import bind_symbols, run_node
 
 Compiler = Callable[[Graph, list], Callable]
+log = logging.getLogger("torchsmith.autograd_aot")
 
 
 @dataclass
@@ -41,7 +49,10 @@ class CompiledProgram:
     num_saved: int = 0
     report: MemoryReport | None = None
     input_flags: tuple = ()
+    source_graph: Graph | None = None  # the torch-level graph, for the eager paths
+    warned_double_backward: bool = False
     _backward_fn: Callable | None = field(default=None, repr=False)
+    _eager_fn: Callable | None = field(default=None, repr=False)
 
     @property
     def is_training(self) -> bool:
@@ -52,6 +63,12 @@ class CompiledProgram:
         if self._backward_fn is None:
             self._backward_fn = self.bw_compiler(self.backward_graph, list(example_inputs))
         return self._backward_fn
+
+    def eager_fn(self) -> Callable:
+        """The torch-level graph as eager ops (built on first use)."""
+        if self._eager_fn is None:
+            self._eager_fn = compile_to_python(self.source_graph)
+        return self._eager_fn
 
 
 def _distinct(results):
@@ -78,17 +95,35 @@ class _CompiledFunction(torch.autograd.Function):
         ctx.num_inputs = len(args)
         ctx.saved_kinds = [isinstance(s, torch.Tensor) for s in saved]
         ctx.saved_others = [s for s in saved if not isinstance(s, torch.Tensor)]
-        ctx.save_for_backward(*[s for s in saved if isinstance(s, torch.Tensor)])
+        saved_tensors = [s for s in saved if isinstance(s, torch.Tensor)]
+        ctx.num_saved_tensors = len(saved_tensors)
+        # The inputs, for a backward that autograd must differentiate again (double_backward); a
+        # mutated input is kept as a copy of its value now, since the call writes to it afterwards.
+        mutated = program.mutated_inputs
+        ctx.input_slots = []
+        inputs = []
+        for i, x in enumerate(args):
+            if not isinstance(x, torch.Tensor):
+                ctx.input_slots.append(("value", x))
+            elif i in mutated:
+                ctx.input_slots.append(("value", x.detach().clone()))
+            else:
+                ctx.input_slots.append(("saved", None))
+                inputs.append(x)
+        ctx.save_for_backward(*saved_tensors, *inputs)
         differentiable = set(program.traced.differentiable_outputs)
         frozen = [o for i, o in enumerate(outputs) if i not in differentiable and isinstance(o, torch.Tensor)]
         ctx.mark_non_differentiable(*frozen)
         return tuple(outputs)
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, *grad_outputs):
         program: CompiledProgram = ctx.program
-        tensors, others = iter(ctx.saved_tensors), iter(ctx.saved_others)
+        if torch.is_grad_enabled():  # create_graph=True: the gradients must be differentiable
+            saved_inputs = iter(ctx.saved_tensors[ctx.num_saved_tensors:])
+            inputs = [next(saved_inputs) if kind == "saved" else value for kind, value in ctx.input_slots]
+            return (None, *differentiable_backward(program, inputs, grad_outputs, ctx.needs_input_grad[1:]))
+        tensors, others = iter(ctx.saved_tensors[:ctx.num_saved_tensors]), iter(ctx.saved_others)
         saved = [next(tensors) if is_tensor else next(others) for is_tensor in ctx.saved_kinds]
         tangent_values = program.backward_graph.inputs[program.num_saved:]
         tangents = []
@@ -125,7 +160,10 @@ def _replay_views(chain, tensor):
     return tensor
 
 
-def _check_mutated_inputs_do_not_alias(program: CompiledProgram, args) -> None:
+def aliasing_problem(program: CompiledProgram, args) -> str | None:
+    """Why these inputs cannot run the compiled program: a mutated input shares storage with another
+    input (the same tensor passed twice, overlapping views of one tensor), while the trace treated
+    them as separate memory. None when they can."""
     for i in program.mutated_inputs:
         if args[i].numel() == 0:
             continue  # nothing to write, and empty tensors may all report storage address 0
@@ -134,17 +172,49 @@ def _check_mutated_inputs_do_not_alias(program: CompiledProgram, args) -> None:
             if j != i and isinstance(other, torch.Tensor) and other.untyped_storage().data_ptr() == storage:
                 name_i = program.traced.graph.inputs[i].name
                 name_j = program.traced.graph.inputs[j].name
-                raise AliasingError(
-                    f"input %{name_i} is mutated by the compiled graph and shares storage with input "
-                    f"%{name_j}; the graph was traced for separate tensors. Pass a clone of one of them"
-                )
+                return (f"input %{name_i} is mutated by the compiled graph and shares storage with input "
+                        f"%{name_j}; the graph was traced for separate tensors")
+    return None
+
+
+def _apply_metadata_mutations(program: CompiledProgram, args) -> list:
+    """Change the inputs' shapes in place as the program does (`x.t_()`), before it runs, as eager
+    does (a tensor saved for backward must see the version the change gives it). Returns the
+    arguments for the graph: each changed input as a view in the layout the graph was traced for."""
+    graph_args = list(args)
+    for change in program.traced.metadata_mutations:
+        tensor = args[change.index]
+        traced = (tensor.shape, tensor.stride(), tensor.storage_offset())
+        for node, grad_enabled in change.ops:
+            with torch.set_grad_enabled(grad_enabled):
+                run_node(node, {first_tensor_arg(node).name: tensor}, {})
+        graph_args[change.index] = tensor.as_strided(*traced)
+    return graph_args
+
+
+def _changed_inputs_as_outputs(program: CompiledProgram, args, user_outputs: list) -> None:
+    """An output that is an input after its in-place shape change is the caller's tensor itself."""
+    for change in program.traced.metadata_mutations:
+        for k, spec in enumerate(program.traced.output_specs):
+            if spec.kind == "input" and spec.index == change.index and spec.chain == change.chain:
+                user_outputs[k] = args[change.index]
 
 
 def run_program(program: CompiledProgram, args) -> list:
-    """Call one compiled specialization with the full runtime epilogue."""
-    _check_mutated_inputs_do_not_alias(program, args)
+    """Call one compiled specialization with the full runtime epilogue. Raises `AliasingError` for
+    inputs it cannot run (`aliasing_problem`); `AotFunction` runs those eagerly instead."""
+    problem = aliasing_problem(program, args)
+    if problem is not None:
+        raise AliasingError(f"{problem}. Pass a clone of one of them")
+    caller_args = args
+    if program.traced.metadata_mutations:
+        args = _apply_metadata_mutations(program, args)
     if program.is_training:
-        results = _CompiledFunction.apply(program, *args)
+        if torch.is_grad_enabled():
+            results = _CompiledFunction.apply(program, *args)
+        else:  # called under no_grad, differentiable inside the graph's own enable_grad regions
+            with torch.enable_grad():
+                results = _CompiledFunction.apply(program, *args)
     elif torch.is_grad_enabled():
         with torch.no_grad():
             results = list(program.forward_fn(*args))
@@ -162,7 +232,15 @@ def run_program(program: CompiledProgram, args) -> list:
             user_outputs.append(spec.value)
             continue
         base = outputs[spec.index] if spec.kind == "graph" else args[spec.index]
-        user_outputs.append(_replay_views(spec.chain, base))
+        if spec.chain and base.requires_grad and spec.grad_enabled not in (None, torch.is_grad_enabled()):
+            # eager took this view in another grad mode than the caller's (in `no_grad`/`enable_grad`)
+            with torch.set_grad_enabled(spec.grad_enabled):
+                out = _replay_views(spec.chain, base)
+        else:
+            out = _replay_views(spec.chain, base)
+        user_outputs.append(out)
+    if program.traced.metadata_mutations:
+        _changed_inputs_as_outputs(program, caller_args, user_outputs)
     return user_outputs
 
 
@@ -182,7 +260,7 @@ def compile_program(graph: Graph, example_inputs, fw_compiler: Compiler, bw_comp
     forward_fn = fw_compiler(lowered.forward, list(example_inputs))
     return CompiledProgram(
         lowered.traced, lowered.mutated_inputs, lowered.forward, forward_fn, lowered.backward, bw_compiler,
-        lowered.num_saved, lowered.report, _input_flags(example_inputs),
+        lowered.num_saved, lowered.report, _input_flags(example_inputs), source_graph=graph,
     )
 
 
@@ -245,6 +323,12 @@ class AotFunction:
         self.programs: dict[tuple, CompiledProgram] = {}
         self.symbolic: list[CompiledProgram] = []  # programs valid for many sizes
         self.last_program: CompiledProgram | None = None
+        # grad mode switched on inside the graph makes it differentiable even when called under no_grad
+        self.enables_grad = any(
+            node.op == "torch._C._set_grad_enabled" and node.args[:1] == (True,) for node in graph.nodes
+        )
+        self.warned_eager = False
+        self._eager_fn: Callable | None = None
 
     def program_for(self, args) -> CompiledProgram:
         """The compiled program for these inputs, compiling it on first sight of their signature."""
@@ -253,7 +337,7 @@ class AotFunction:
         if program is None:
             program = next((p for p in self.symbolic if _accepts(p, args)), None)
         if program is None:
-            training = torch.is_grad_enabled() and any(
+            training = (torch.is_grad_enabled() or self.enables_grad) and any(
                 isinstance(x, torch.Tensor) and x.requires_grad for x in args
             )
             program = compile_program(self.graph, args, self.fw_compiler, self.bw_compiler,
@@ -266,7 +350,24 @@ class AotFunction:
         return program
 
     def __call__(self, *args) -> list:
-        return run_program(self.program_for(args), args)
+        program = self.program_for(args)
+        problem = aliasing_problem(program, args)
+        if problem is not None:
+            return self.run_eagerly(args, problem)
+        return run_program(program, args)
+
+    def run_eagerly(self, args, reason: str) -> list:
+        """Run the torch-level graph as eager ops for this call, after one warning (later ones are
+        logged to `torchsmith.autograd_aot`)."""
+        message = f"torchsmith: stage autograd_aot runs graph {self.graph.name} eagerly for this call: {reason}"
+        if self.warned_eager:
+            log.info("%s", message)
+        else:
+            self.warned_eager = True
+            warnings.warn(message, stacklevel=3)
+        if self._eager_fn is None:
+            self._eager_fn = compile_to_python(self.graph)
+        return list(self._eager_fn(*args))
 
 
 def aot_compile(graph: Graph, example_inputs, fw_compiler: Compiler, bw_compiler: Compiler | None = None, *,

@@ -18,6 +18,7 @@ hint sizes agree on but smaller sizes would change (a constant slice bound past 
 dimension) is not guarded. ATen still computes the right values there, but declared types can be off.
 """
 
+import dataclasses
 import itertools
 from fractions import Fraction
 
@@ -139,7 +140,10 @@ def _merge(first, others: list, fitter: _Fitter):
         raise _NoFit("output structure differs between hint sizes")
     chains = [tuple(node for node, _ in o.chain) for o in others]
     nodes = _merge(tuple(node for node, _ in first.chain), chains, fitter)
-    return OutputSpec(first.kind, first.index, tuple(zip(nodes, (i for _, i in first.chain))), first.value)
+    if any(o.grad_enabled != first.grad_enabled for o in others):
+        raise _NoFit("output structure differs between hint sizes")
+    return OutputSpec(first.kind, first.index, tuple(zip(nodes, (i for _, i in first.chain))), first.value,
+                      first.grad_enabled)
 
 
 def _merge_graph(first: Graph, others: list[Graph], fitter: _Fitter) -> Graph:
@@ -248,10 +252,9 @@ def lower_symbolic(graph: Graph, example_inputs, *, training: bool, decompose=No
         specs = _merge(first.traced.output_specs, [o.traced.output_specs for o in others], fitter)
     except (_NoFit, AotAutogradError):
         return None
-    traced = first.traced.__class__(
-        first.traced.graph, first.traced.num_inputs, first.traced.num_outputs, specs,
-        first.traced.differentiable_outputs, first.traced.grad_inputs,
-    )
+    if first.traced.metadata_mutations:
+        return None  # the in-place shape changes hold sizes too: lowered at concrete sizes
+    traced = dataclasses.replace(first.traced, output_specs=specs)
     lowered = Lowered(traced, first.mutated_inputs, forward, backward, first.num_saved, first.report,
                       functional=first.functional, decomposed=first.decomposed)
     lowered = _pass_symbols_to_backward(lowered, symbols)

@@ -19,7 +19,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torchsmith.autograd_aot.device_layouts import with_device_layout
 from torchsmith.autograd_aot.errors import TraceError
 from torchsmith.autograd_aot.fused_attention import fused_attention
-from torchsmith.autograd_aot.views import track_aliases
+from torchsmith.autograd_aot.views import is_metadata_mutation, is_view_op, metadata_view_twin, track_aliases
 from torchsmith.ir import Graph, Node, ScalarType, SymIntType, TensorType, Value, op_name_of, type_of
 from torchsmith.ir.builder import name_hint
 from torchsmith.ir.graph import ArgList, freeze_arg
@@ -41,6 +41,23 @@ class OutputSpec:
     index: int = 0
     chain: tuple[tuple[Node, int], ...] = ()
     value: object = None
+    # the grad mode eager took the chain's last view in: a view taken under no_grad has no autograd
+    # history, and the runtime replays the chain in whatever grad mode it is called in
+    grad_enabled: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataMutation:
+    """An input whose shape or strides the program changes in place (`x.t_()`, `x.unsqueeze_(0)`).
+
+    The graph sees the change as views (`chain`, the out-of-place twins, rooted at input `index`);
+    before the forward runs, the runtime replays `ops` (the in-place nodes, each with the grad mode
+    it ran in) on the caller's tensor, so the caller sees the new shape, as in eager.
+    """
+
+    index: int
+    chain: tuple[tuple[Node, int], ...]
+    ops: tuple[tuple[Node, bool], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +75,7 @@ class TracedProgram:
     output_specs: tuple[OutputSpec, ...]
     differentiable_outputs: tuple[int, ...] = ()
     grad_inputs: tuple[int, ...] = ()
+    metadata_mutations: tuple[MetadataMutation, ...] = ()
 
     @property
     def is_training(self) -> bool:
@@ -94,6 +112,9 @@ class _Recorder(TorchDispatchMode):
         self.source: str | None = None  # the user's file:line, copied onto recorded nodes
         self.where: str | None = None   # the torch-level node being traced, for error messages
         self.meta_twins: dict[int, torch.Tensor] = {}  # id of a constant's data -> its meta tensor
+        # name of a metadata mutation's view twin -> (the in-place node, grad mode when it ran)
+        self.metadata_ops: dict[str, tuple[Node, bool]] = {}
+        self.grad_modes: dict[str, bool] = {}  # output name of a view node -> grad mode it ran in
 
     def bind(self, tensor: torch.Tensor, value: Value) -> None:
         # The tensors dict keeps every traced tensor alive, so an id() is never reused.
@@ -172,7 +193,13 @@ class _Recorder(TorchDispatchMode):
             kwargs["device"] = torch.device("meta")
         if self.meta_twins:
             args, kwargs = self._on_meta(args), {k: self._on_meta(v) for k, v in kwargs.items()}
+        storage_before = args[0].untyped_storage().nbytes() if op.startswith("aten.resize_.") else None
         result = with_device_layout(op, args, func(*args, **kwargs), self.device)
+        if storage_before is not None and result.untyped_storage().nbytes() > storage_before:
+            raise TraceError(
+                f"{op} grows the tensor's storage{self._where()}: the new elements hold no defined values; "
+                "allocate a new tensor (torch.empty / new_zeros) instead"
+            )
         results = list(result) if isinstance(result, (list, tuple)) else [result]
         hint = name_hint(op)
         outputs = []
@@ -189,6 +216,12 @@ class _Recorder(TorchDispatchMode):
                         tuple((k, freeze_arg(v)) for k, v in ir_kwargs.items()), tuple(outputs), self.source)
         except Exception as e:
             raise TraceError(f"{op}: cannot record its arguments{self._where()}: {e}") from e
+        if is_metadata_mutation(op):
+            twin = metadata_view_twin(node, result)
+            self.metadata_ops[twin.outputs[0].name] = (node, torch.is_grad_enabled())
+            node = twin
+        if is_view_op(node.op):
+            self.grad_modes[node.outputs[0].name] = torch.is_grad_enabled()
         self.nodes.append(node)
         for r, v in zip(results, outputs):
             if isinstance(r, torch.Tensor):
@@ -237,8 +270,12 @@ def _plain(arg):
 
 
 def _meta_like(x: torch.Tensor, requires_grad: bool) -> torch.Tensor:
-    meta = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
-    return meta.requires_grad_(requires_grad)
+    meta = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta").requires_grad_(requires_grad)
+    if requires_grad and not x.is_leaf:
+        # autograd refuses in-place ops on leaves that require grad, as on the caller's tensor; a
+        # non-leaf input may have its shape changed in place (`x.t_()`), so its stand-in is one too
+        meta = meta.clone()
+    return meta
 
 
 def _device_of(example_inputs) -> str:
@@ -267,10 +304,9 @@ def _run_torch_graph(graph: Graph, env: dict, bindings: dict, recorder: _Recorde
     return [env[v.name] for v in graph.outputs]
 
 
-def _output_specs(recorder: _Recorder, outputs: list, num_inputs: int):
+def _output_specs(recorder: _Recorder, aliases: dict, outputs: list, num_inputs: int):
     """Describe each user output as (base tensor, view chain) and list the distinct bases that
     are not inputs: those become the graph's outputs."""
-    aliases = track_aliases(recorder.inputs, recorder.nodes)
     input_index = {v.name: i for i, v in enumerate(recorder.inputs[:num_inputs])}
     bases: list[str] = []
     specs = []
@@ -279,21 +315,38 @@ def _output_specs(recorder: _Recorder, outputs: list, num_inputs: int):
             specs.append(OutputSpec("constant", value=out))
             continue
         alias = aliases[recorder.value_of(out, "graph output").name]
+        mode = recorder.grad_modes.get(alias.chain[-1][0].outputs[0].name) if alias.chain else None
         if alias.root in input_index:
-            specs.append(OutputSpec("input", input_index[alias.root], alias.chain))
+            specs.append(OutputSpec("input", input_index[alias.root], alias.chain, grad_enabled=mode))
             continue
         if alias.root not in bases:
             bases.append(alias.root)
-        specs.append(OutputSpec("graph", bases.index(alias.root), alias.chain))
+        specs.append(OutputSpec("graph", bases.index(alias.root), alias.chain, grad_enabled=mode))
     return specs, bases
+
+
+def _metadata_mutations(recorder: _Recorder, aliases: dict, input_tensors: list) -> tuple[MetadataMutation, ...]:
+    """The inputs whose own shape or strides changed: the tensor object of such an input was last
+    bound to a view twin of a metadata mutation (in-place data ops keep its alias chain empty)."""
+    changes = []
+    for index, tensor in enumerate(input_tensors):
+        if not isinstance(tensor, torch.Tensor):
+            continue
+        alias = aliases[recorder.values[id(tensor)].name]
+        if alias.chain:
+            ops = tuple(recorder.metadata_ops[node.outputs[i].name] for node, i in alias.chain)
+            changes.append(MetadataMutation(index, alias.chain, ops))
+    return tuple(changes)
 
 
 def trace(graph: Graph, example_inputs, *, training: bool, device: str | None = None) -> TracedProgram:
     """Trace `graph` (any dialect the interpreter runs) to ATen ops at the example inputs' sizes.
 
     With `training`, inputs that require grad are differentiated: the graph gains one tangent
-    input per differentiable output and one gradient output per such input. Without it (or when no
-    output is differentiable) the result is the inference graph alone. `device` overrides the
+    input per differentiable output and one gradient output per such input. The trace starts in the
+    caller's grad mode, so under `no_grad` only what the graph computes inside its own
+    `enable_grad` regions is differentiable. Without `training` (or when no output is
+    differentiable) the result is the inference graph alone. `device` overrides the
     device recorded in the graph (by default the inputs'; needed when the inputs are meta tensors).
     """
     if len(example_inputs) != len(graph.inputs):
@@ -315,9 +368,12 @@ def trace(graph: Graph, example_inputs, *, training: bool, device: str | None = 
     # refers to the forward's values by identity.
     keep_identity = torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)
     attention = fused_attention(recorder.device, training)
-    with torch.enable_grad() if training else torch.no_grad(), keep_identity, recorder, attention:
+    grad_mode = torch.set_grad_enabled(training and torch.is_grad_enabled())
+    with grad_mode, keep_identity, recorder, attention:
         outputs = _run_torch_graph(graph, env, bindings, recorder)
-        specs, bases = _output_specs(recorder, outputs, num_inputs)
+        aliases = track_aliases(recorder.inputs, recorder.nodes)
+        specs, bases = _output_specs(recorder, aliases, outputs, num_inputs)
+        metadata = _metadata_mutations(recorder, aliases, [env[v.name] for v in graph.inputs])
         for value, x in zip(graph.inputs, example_inputs):
             if isinstance(x, torch.Tensor) and env[value.name].requires_grad and not x.requires_grad:
                 raise TraceError(
@@ -350,4 +406,4 @@ def trace(graph: Graph, example_inputs, *, training: bool, device: str | None = 
     base_values = [recorder.by_name[name] for name in bases]
     aten = Graph(graph.name, tuple(recorder.inputs), tuple(recorder.nodes), tuple(base_values + grad_values),
                  graph.stamps).stamped("trace", time.perf_counter() - start)
-    return TracedProgram(aten, num_inputs, len(bases), tuple(specs), differentiable, grad_inputs)
+    return TracedProgram(aten, num_inputs, len(bases), tuple(specs), differentiable, grad_inputs, metadata)

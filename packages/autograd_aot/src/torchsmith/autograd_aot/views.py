@@ -105,15 +105,42 @@ def functional_variant(op: str) -> str:
     )
 
 
-# Metadata mutations change a tensor's shape or strides in place; we do not model them.
-METADATA_MUTATIONS = frozenset(
-    f"aten.{name}"
-    for name in ("t_", "transpose_", "squeeze_", "unsqueeze_", "as_strided_", "resize_", "swapdims_")
-)
+# Metadata mutations change a tensor's shape or strides in place, not its elements: the trace
+# records each as the view its out-of-place twin makes (`resize_` as an `as_strided` of the new
+# geometry), and the runtime applies the change to the caller's tensor after the call.
+_METADATA_VIEW_TWINS = {
+    "aten.t_.default": "aten.t.default",
+    "aten.transpose_.default": "aten.transpose.int",
+    "aten.swapdims_.default": "aten.swapdims.default",
+    "aten.swapaxes_.default": "aten.swapaxes.default",
+    "aten.squeeze_.default": "aten.squeeze.default",
+    "aten.squeeze_.dim": "aten.squeeze.dim",
+    "aten.squeeze_.dims": "aten.squeeze.dims",
+    "aten.unsqueeze_.default": "aten.unsqueeze.default",
+    "aten.as_strided_.default": "aten.as_strided.default",
+}
+METADATA_MUTATIONS = frozenset(op.rsplit(".", 1)[0] for op in _METADATA_VIEW_TWINS) | {"aten.resize_"}
 
 
 def is_metadata_mutation(op: str) -> bool:
     return op.rsplit(".", 1)[0] in METADATA_MUTATIONS
+
+
+def metadata_view_twin(node: Node, result: torch.Tensor) -> Node:
+    """The view node that gives what metadata mutation `node` leaves its tensor as (`result`, the
+    traced tensor after the op): `aten.t_(x)` -> `aten.t(x)`; `aten.resize_(x, size)` ->
+    `aten.as_strided(x, size, strides)`, the strides it took."""
+    if node.op.startswith("aten.resize_."):
+        # resize_ keeps the storage offset, as `as_strided` without one does
+        args = (node.args[0], freeze_arg(list(result.shape)), freeze_arg(list(result.stride())))
+        return Node("aten.as_strided.default", args, (), node.outputs, node.source)
+    twin = _METADATA_VIEW_TWINS.get(node.op)
+    if twin is None:
+        raise FunctionalizationError(
+            f"{node.op} changes a tensor's shape or strides in place and torchsmith has no view for it; "
+            "use the out-of-place op (t(), transpose(), squeeze(), ...)"
+        )
+    return node.replace(op=twin)
 
 
 def _inverse_permutation(dims) -> list[int]:
