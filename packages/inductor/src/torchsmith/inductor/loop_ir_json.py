@@ -175,7 +175,7 @@ class _Reader:
         self.depth = 0
 
     def fail(self, message: str):
-        where = "".join(self.path) or "the document"
+        where = _short_path("".join(self.path)) or "the document"
         raise LoopIRFormatError(f"loop IR JSON, at {where}: {message}")
 
     def field(self, obj, key: str):
@@ -421,6 +421,11 @@ class _Reader:
                 self.fail(f"outputs[{k}] names {_shown(view.buffer)}, which is no input and no buffer")
 
 
+def _short_path(path: str) -> str:
+    """A JSON path fit for one line: the middle of a very deep one is elided."""
+    return path if len(path) <= 200 else f"{path[:90]}...{path[-90:]}"
+
+
 def _shown(value) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:60] + "..."
@@ -436,7 +441,7 @@ def program_from_json(doc: dict) -> LoopProgram:
         raise
     except (TypeError, ValueError, AttributeError, KeyError, IndexError, InductorError) as e:
         # a part of the wrong shape, e.g. a list of two for three, or a record refusing its fields
-        where = "".join(reader.path) or "the document"
+        where = _short_path("".join(reader.path)) or "the document"
         raise LoopIRFormatError(f"loop IR JSON, at {where}: malformed: {type(e).__name__}: {e}") from None
 
 

@@ -386,6 +386,8 @@ def parse_dim(text: str, make_symbol=symbol):
         raise SymbolicError(
             f"symbolic expression {_shown(text)} has {len(text)} characters; at most {MAX_EXPRESSION_CHARS}"
         )
+    if not text.isascii():  # Python's parser would fold look-alike letters (NFKC: 'ſ0' reads as 's0')
+        raise SymbolicError(f"symbolic expression {_shown(text)} holds a non-ASCII character")
     if _nesting(text) > MAX_BRACKET_DEPTH:
         raise _too_deep(text)
     try:
