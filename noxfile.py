@@ -87,6 +87,8 @@ def tests(session: nox.Session) -> None:
     session.install("expecttest")
     # Triton kernels run in Triton's interpreter on CPU in the inductor's test_triton_* files.
     session.install("triton==3.6.0")
+    # tests/adversarial fuzzes the IR readers with hypothesis (bounded example counts)
+    session.install("hypothesis>=6")
     session.run("pytest", *session.posargs)
 
 
