@@ -109,6 +109,37 @@ def test_clean_training_step_with_mutation_and_graph_break(tmp_path, caplog):
     assert len(_agreeing(caplog)) == 2  # the graph before the break and the resume function's
 
 
+CALLS: list = []
+
+
+def test_capture_check_never_repeats_side_effects(tmp_path, caplog):
+    def f(x):
+        CALLS.append(len(CALLS))  # a global list: running the program twice would append twice
+        return x.cos() + 1
+
+    CALLS.clear()
+    compiled = torchsmith.compile(f, options=check_options(tmp_path))
+    with warnings.catch_warnings(), caplog.at_level(logging.INFO, logger="torchsmith.accuracy"):
+        warnings.simplefilter("error", AccuracyWarning)
+        out = compiled(torch.randn(3))
+    assert CALLS == [0]
+    assert out.shape == (3,)
+    assert any("capture check of" in m and "side effect" in m for m in caplog.messages), caplog.messages
+
+
+def test_capture_check_compares_numpy_and_skips_objects(tmp_path):
+    def f(x):
+        a = x.sin().numpy() * 2
+        return torch.from_numpy(a).cos(), a, (lambda: 1), "label"
+
+    compiled = torchsmith.compile(f, options=check_options(tmp_path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AccuracyWarning)
+        out, array, _, label = compiled(torch.randn(4))
+    assert array.shape == (4,) and out.shape == (4,) and label == "label"
+    assert not (tmp_path / "repro").exists()
+
+
 def test_option_and_environment_variable(monkeypatch):
     monkeypatch.delenv("TORCHSMITH_CHECK", raising=False)
     assert resolve_options(None, None)["check"] is False

@@ -1,22 +1,29 @@
 """The capture check: capture's graphs against the original program run eagerly.
 
-The first call of a compiled function (or module) with `options={"check": True}` also runs the
-original Python program eagerly, on copies of the arguments (and of the module, so buffers such as
-batch-norm statistics are updated once), from the same random state. Its outputs and mutated
-arguments are compared with the compiled call's. The graph checks (graph_check.py) already ran
-inside the compiled call and fell back where a later stage disagreed, so a difference left here is
-capture's. Then the call's result is the eager program's, and the function runs eagerly from then on.
-Later calls are not compared with eager: which calls compile new graphs is only known after they ran.
+After the first call of a compiled function (or module) with `options={"check": True}`, the original
+Python program runs once more, eagerly, on copies of the arguments taken before the call (and of the
+module, so buffers such as batch-norm statistics are updated once), from the same random state. Its
+outputs and mutated arguments are compared with the compiled call's. The graph checks
+(graph_check.py) already ran inside the compiled call and fell back where a later stage disagreed,
+so a difference left here is capture's: the call's result is then the eager program's (arguments
+and module state put back first), and the function runs eagerly from then on.
+
+Running a program twice must not repeat what it does outside its arguments, so the eager run only
+happens when the code capture generated for the call has no Python side effects (no global, closure
+cell, attribute or container write replayed, no graph break running native code) and no graph
+draws random numbers; otherwise the check says why in the `torchsmith.accuracy` log. Later calls are
+not compared with eager: which calls compile new graphs is only known after they ran.
 """
 
 import copy
 import logging
 import warnings
 
+import numpy as np
 import torch
 from torch.utils._pytree import tree_leaves
 
-from torchsmith.accuracy.compare import clone_input, first_difference
+from torchsmith.accuracy.compare import SKIP, clone_input, first_difference
 from torchsmith.accuracy.graph_check import random_op
 from torchsmith.accuracy.localize import Culprit
 from torchsmith.accuracy.repro_folder import write_repro
@@ -26,30 +33,61 @@ log = logging.getLogger("torchsmith.accuracy")
 
 
 def _copy_arguments(args, kwargs):
-    """Copies of every tensor argument (same strides, same requires_grad) and of an `nn.Module`
-    passed first (`self` of a forward)."""
+    """Deep copies of the arguments (containers, modules, objects); tensors keep their strides and
+    requires_grad, and a tensor met twice is copied once."""
+    memo: dict = {}
+    for leaf in tree_leaves((list(args), dict(kwargs))):
+        if isinstance(leaf, torch.Tensor):
+            memo[id(leaf)] = clone_input(leaf)
+    return copy.deepcopy(list(args), memo), copy.deepcopy(dict(kwargs), memo)
 
-    def copy_one(x):
-        if isinstance(x, torch.nn.Module):
-            return copy.deepcopy(x)
-        return clone_input(x) if isinstance(x, torch.Tensor) else x
 
-    return [copy_one(a) for a in args], {k: copy_one(v) for k, v in kwargs.items()}
+# Lines of capture's generated code that only call the graph and return: anything else replays a
+# Python side effect or runs native code after a graph break.
+_PURE_LINES = ("def run(", "__in = ", "__outs = __graph(", "return ")
+
+
+def side_effect_of(records) -> str | None:
+    """Why the code capture generated for these records is not pure (None when it is)."""
+    for record in records:
+        if record.graph is None or record.break_reason is not None:
+            reason = record.break_reason.reason if record.break_reason is not None else "it ran eagerly"
+            return f"{record.code_name} has a graph break ({reason})"
+        for line in (record.source or "").splitlines():
+            text = line.strip()
+            if text and (not text.startswith(_PURE_LINES) or "__resume(" in text):
+                return f"{record.code_name} replays a Python side effect ({text})"
+    return None
+
+
+_SCALARS = (int, float, bool, complex, str, type(None))
+
+
+def _comparable(leaf):
+    """A leaf as a value to compare (tensors detached, NumPy arrays as tensors), or `SKIP` for
+    objects whose equality says nothing (functions, instances compared by identity)."""
+    if isinstance(leaf, torch.Tensor):
+        return leaf.detach()
+    if isinstance(leaf, np.ndarray):
+        return torch.from_numpy(leaf.copy())
+    if isinstance(leaf, np.generic):
+        return leaf.item()
+    return leaf if isinstance(leaf, _SCALARS) else SKIP
 
 
 def _flat(args, kwargs, result) -> tuple[list, list[str]]:
+    """The call's comparable values: output leaves, then tensors of the arguments (and of a module's
+    state) that do not require grad, as they are after the call."""
     values, names = [], []
     for i, leaf in enumerate(tree_leaves(result)):
-        values.append(leaf.detach() if isinstance(leaf, torch.Tensor) else leaf)
+        values.append(_comparable(leaf))
         names.append(f"output {i}")
     for i, a in enumerate(list(args) + list(kwargs.values())):
-        tensors = list(a.state_dict().values()) if isinstance(a, torch.nn.Module) else [a]
+        tensors = list(a.state_dict().values()) if isinstance(a, torch.nn.Module) else tree_leaves(a)
         for j, t in enumerate(tensors):
             if isinstance(t, torch.Tensor) and not t.requires_grad:
                 values.append(t.detach())
-                names.append(
-                    f"argument {i} after the call" if len(tensors) == 1 else f"state {j} of argument {i}"
-                )
+                names.append(f"tensor {j} of argument {i} after the call")
     return values, names
 
 
@@ -69,36 +107,52 @@ class CheckedCall:
             return self.captured(*args, **kwargs)
         self.checked = True
         try:
-            restore_args, restore_kwargs = _copy_arguments(args, kwargs)
-            eager_args, eager_kwargs = _copy_arguments(args, kwargs)
-            rng = torch.get_rng_state()
-            expected = self.eager(*eager_args, **eager_kwargs)
-            torch.set_rng_state(rng)
-        except Exception as e:  # noqa: BLE001 - the program's own error shows in the compiled call
+            restore = _copy_arguments(args, kwargs)
+            baseline = _copy_arguments(args, kwargs)
+        except Exception as e:  # noqa: BLE001 - arguments that cannot be copied: no eager twin
             log.info(
-                "capture check of %s skipped: the eager run raised %s: %s",
-                self.function_name,
-                type(e).__name__,
-                e,
+                "capture check of %s skipped: its arguments cannot be copied (%s)", self.function_name, e
             )
             return self.captured(*args, **kwargs)
-        first_graph = len(self.guarded.checked_graphs)
+        rng_before = torch.get_rng_state()
+        records, graphs = len(self.captured.session.records), len(self.guarded.checked_graphs)
         result = self.captured(*args, **kwargs)
-        graphs = self.guarded.checked_graphs[first_graph:]
-        random = next((op for g, _ in graphs if (op := random_op(g))), None)
-        if random is not None:
-            log.info("capture check of %s skipped: %s draws random numbers", self.function_name, random)
+        records = self.captured.session.records[records:]
+        graphs = self.guarded.checked_graphs[graphs:]
+        why_not = side_effect_of(records) or next(
+            (f"{op} draws random numbers" for g, _ in graphs if (op := random_op(g))), None
+        )
+        if not records:
+            why_not = "the call captured nothing new"
+        if why_not is not None:
+            log.info("capture check of %s skipped: %s", self.function_name, why_not)
             return result
-        want, names = _flat(eager_args, eager_kwargs, expected)
-        got, _ = _flat(args, kwargs, result)
-        difference = first_difference(want, got, names)
+        try:
+            difference, expected = self._compare(args, kwargs, result, baseline, rng_before)
+        except Exception as e:  # noqa: BLE001 - the check must not change what the call returns
+            log.warning("capture check of %s failed: %s: %s", self.function_name, type(e).__name__, e)
+            return result
         if difference is None:
             return result
-        outputs = len(tree_leaves(expected))
-        self._report(difference, graphs, want[:outputs])
+        self._report(difference, graphs, expected)
         self.eager_only = True
-        _restore(args, kwargs, restore_args, restore_kwargs)
+        _restore(args, kwargs, *restore)
+        torch.set_rng_state(rng_before)
         return self.eager(*args, **kwargs)
+
+    def _compare(self, args, kwargs, result, baseline, rng_before):
+        """(difference or None, the eager outputs) of the eager program on `baseline` vs this call."""
+        eager_args, eager_kwargs = baseline
+        rng_after = torch.get_rng_state()
+        torch.set_rng_state(rng_before)
+        try:
+            expected = self.eager(*eager_args, **eager_kwargs)
+        finally:
+            torch.set_rng_state(rng_after)
+        want, names = _flat(eager_args, eager_kwargs, expected)
+        got, _ = _flat(args, kwargs, result)
+        outputs = len(tree_leaves(expected))
+        return first_difference(want, got, names), want[:outputs]
 
     def _report(self, difference, graphs, expected) -> None:
         folder = "(no graph was captured)"
@@ -125,18 +179,20 @@ class CheckedCall:
 
 
 def _restore(args, kwargs, saved_args, saved_kwargs) -> None:
-    """Put the arguments (and a module's state) back as they were before the compiled call."""
+    """Put the tensors of the arguments (and a module's state) back as they were before the call."""
     with torch.no_grad():
         for now, before in zip(
             list(args) + list(kwargs.values()), list(saved_args) + list(saved_kwargs.values())
         ):
             if isinstance(now, torch.nn.Module):
-                for (_, t), (_, b) in zip(
-                    now.state_dict(keep_vars=True).items(), before.state_dict(keep_vars=True).items()
-                ):
+                pairs = zip(
+                    now.state_dict(keep_vars=True).values(), before.state_dict(keep_vars=True).values()
+                )
+            else:
+                pairs = zip(tree_leaves(now), tree_leaves(before))
+            for t, b in pairs:
+                if isinstance(t, torch.Tensor) and isinstance(b, torch.Tensor) and t.shape == b.shape:
                     t.data.copy_(b.data)
-            elif isinstance(now, torch.Tensor) and not now.requires_grad:
-                now.copy_(before)
 
 
 def with_capture_check(result, function_name: str, options: dict, guarded):
