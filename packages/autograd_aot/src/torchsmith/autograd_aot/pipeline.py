@@ -31,6 +31,8 @@ class Lowered:
     # that graph decomposed: kept for the compile events (IR dumps, reports)
     functional: Graph | None = None
     decomposed: Graph | None = None
+    # (expr, d) pairs: a symbolic lowering holds only for sizes where expr % d == 0 (see symbolic.py)
+    size_conditions: tuple = ()
 
 
 def emit_graphs(lowered: Lowered) -> None:

@@ -20,6 +20,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import sympy
 import torch
 
 from torchsmith.autograd_aot.double_backward import differentiable_backward
@@ -29,7 +30,7 @@ from torchsmith.autograd_aot.pipeline import lower
 from torchsmith.autograd_aot.symbolic import input_symbols, lower_symbolic
 from torchsmith.autograd_aot.trace import TracedProgram
 from torchsmith.autograd_aot.views import first_tensor_arg
-from torchsmith.ir import Graph, IRError, SymIntType, TensorType, compile_to_python, evaluate, interpret
+from torchsmith.ir import Graph, IRError, Slice, SymIntType, TensorType, compile_to_python, evaluate, interpret
 from torchsmith.ir.interpreter import bind_symbols, run_node
 
 Compiler = Callable[[Graph, list], Callable]
@@ -49,6 +50,7 @@ class CompiledProgram:
     num_saved: int = 0
     report: MemoryReport | None = None
     input_flags: tuple = ()
+    size_conditions: tuple = ()  # (expr, d): a symbolic program runs only sizes with expr % d == 0
     source_graph: Graph | None = None  # the torch-level graph, for the eager paths
     warned_double_backward: bool = False
     _backward_fn: Callable | None = field(default=None, repr=False)
@@ -149,11 +151,26 @@ def _in_traced_layout(grad: torch.Tensor, t: TensorType) -> torch.Tensor:
     return torch.empty_strided(grad.shape, t.strides, dtype=grad.dtype, device=grad.device).copy_(grad)
 
 
-def _replay_views(chain, tensor):
+def node_symbols(node) -> bool:
+    """Whether a view node's arguments hold symbolic sizes (they need the call's bindings)."""
+    return _has_symbols(node.args) or _has_symbols(tuple(v for _, v in node.kwargs))
+
+
+def _has_symbols(arg) -> bool:
+    if isinstance(arg, sympy.Basic):
+        return bool(arg.free_symbols)
+    if isinstance(arg, Slice):
+        return _has_symbols((arg.start, arg.stop, arg.step))
+    if isinstance(arg, tuple):
+        return any(_has_symbols(a) for a in arg)
+    return False
+
+
+def _replay_views(chain, tensor, bindings=None):
     for node, index in chain:
         env = {first_tensor_arg(node).name: tensor}
         try:
-            result = run_node(node, env, {})
+            result = run_node(node, env, bindings or {})
         except KeyError as e:
             raise AotAutogradError(f"cannot rebuild output view {node.op}: it reads tensor {e}") from None
         tensor = result[index] if isinstance(result, (list, tuple)) else result
@@ -222,23 +239,28 @@ def run_program(program: CompiledProgram, args) -> list:
         results = list(program.forward_fn(*args))
     num_outputs, num_mutated = program.traced.num_outputs, len(program.mutated_inputs)
     outputs = results[:num_outputs]
-    if num_mutated:
-        with torch.no_grad():
-            for i, new in zip(program.mutated_inputs, results[num_outputs:num_outputs + num_mutated]):
-                args[i].copy_(new)
+    # Views are rebuilt before mutated inputs are written back, so a failure here leaves the inputs
+    # untouched and the call can still be re-run eagerly; views of an input see the write-back.
+    bindings = None
     user_outputs = []
     for spec in program.traced.output_specs:
         if spec.kind == "constant":
             user_outputs.append(spec.value)
             continue
+        if bindings is None and any(node_symbols(node) for node, _ in spec.chain):
+            bindings = bind_symbols(program.forward_graph, args)
         base = outputs[spec.index] if spec.kind == "graph" else args[spec.index]
         if spec.chain and base.requires_grad and spec.grad_enabled not in (None, torch.is_grad_enabled()):
             # eager took this view in another grad mode than the caller's (in `no_grad`/`enable_grad`)
             with torch.set_grad_enabled(spec.grad_enabled):
-                out = _replay_views(spec.chain, base)
+                out = _replay_views(spec.chain, base, bindings)
         else:
-            out = _replay_views(spec.chain, base)
+            out = _replay_views(spec.chain, base, bindings)
         user_outputs.append(out)
+    if num_mutated:
+        with torch.no_grad():
+            for i, new in zip(program.mutated_inputs, results[num_outputs:num_outputs + num_mutated]):
+                args[i].copy_(new)
     if program.traced.metadata_mutations:
         _changed_inputs_as_outputs(program, caller_args, user_outputs)
     return user_outputs
@@ -260,7 +282,8 @@ def compile_program(graph: Graph, example_inputs, fw_compiler: Compiler, bw_comp
     forward_fn = fw_compiler(lowered.forward, list(example_inputs))
     return CompiledProgram(
         lowered.traced, lowered.mutated_inputs, lowered.forward, forward_fn, lowered.backward, bw_compiler,
-        lowered.num_saved, lowered.report, _input_flags(example_inputs), source_graph=graph,
+        lowered.num_saved, lowered.report, _input_flags(example_inputs), lowered.size_conditions,
+        source_graph=graph,
     )
 
 
@@ -286,6 +309,11 @@ def _accepts(program: CompiledProgram, args) -> bool:
         return False
     if any(value < 2 for value in bindings.values()):
         return False  # 0 and 1 are always specialized
+    try:
+        if any(evaluate(expr, bindings) % d for expr, d in program.size_conditions):
+            return False  # a floor division in the program was fitted for multiples only
+    except IRError:
+        return False
     for value, x in zip(graph.inputs, args):
         t = value.type
         try:

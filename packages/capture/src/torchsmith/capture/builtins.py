@@ -254,6 +254,8 @@ class BuiltinOps:
         items = self.sequence_items(args[0]) if len(args) == 1 else list(args)
         if any(isinstance(i, TensorVar) for i in items):
             raise Unsupported(f"{fn.__name__}() over tensors compares tensor values")
+        if not kwargs and self.is_size_list(items):
+            return self.symbolic_min_max(fn is max, items)
         return self.call_pure(fn, [ListVar(items)], kwargs)
 
     def builtin_min(self, args, kwargs):

@@ -72,7 +72,12 @@ class PythonOps:
     def as_python(self, tracker: VariableTracker):
         """The plain Python value of a tracker made only of constants; raises otherwise."""
         if isinstance(tracker, ConstVar):
-            return tracker.value
+            value = tracker.value
+            if isinstance(value, slice) and any(isinstance(p, sympy.Expr) for p in (value.start, value.stop,
+                                                                                    value.step)):
+                return slice(*[self.shape_env.specialize(p) if isinstance(p, sympy.Expr) else p
+                               for p in (value.start, value.stop, value.step)])
+            return value
         if isinstance(tracker, SymVar):
             return self.shape_env.specialize(tracker.expr)
         if isinstance(tracker, ListVar):
@@ -228,6 +233,22 @@ class PythonOps:
         if name not in rules:
             return None
         return self.size_var(sympy.sympify(rules[name]()))
+
+    @staticmethod
+    def is_size_list(items) -> bool:
+        """Whether `items` are ints with at least one symbolic size among them."""
+        return any(isinstance(i, SymVar) for i in items) and all(
+            isinstance(i, SymVar) or (isinstance(i, ConstVar) and type(i.value) is int) for i in items
+        )
+
+    def symbolic_min_max(self, largest: bool, items):
+        """`max(items)` (`min`) of sizes: the winner stays symbolic, the order that picked it is guarded."""
+        best = items[0]
+        for item in items[1:]:
+            a, b = (v.expr if isinstance(v, SymVar) else v.value for v in (item, best))
+            if self.shape_env.decide(sympy.Gt(a, b) if largest else sympy.Lt(a, b)):
+                best = item
+        return best
 
     def fold(self, fn, *args):
         try:

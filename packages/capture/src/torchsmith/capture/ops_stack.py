@@ -12,6 +12,7 @@ from torchsmith.capture.variables import (
     DictVar,
     ListVar,
     SetVar,
+    SymVar,
     TupleVar,
     is_const,
 )
@@ -175,9 +176,10 @@ class StackOps(Py313Ops):
 
     def op_BUILD_SLICE(self, frame, ins):
         parts = frame.popn(ins.arg)
-        if not is_const(*parts):
+        if not all(isinstance(p, SymVar) or is_const(p) for p in parts):
             raise Unsupported("slice bounds must be Python ints (tensor slice bounds are not supported)")
-        frame.push(ConstVar(slice(*[p.value for p in parts])))
+        # sizes stay symbolic in a tensor's slice (`ids[:, :seq_len]`); other uses specialize them
+        frame.push(ConstVar(slice(*[p.expr if isinstance(p, SymVar) else p.value for p in parts])))
 
     def op_LIST_APPEND(self, frame, ins):
         value = frame.pop()

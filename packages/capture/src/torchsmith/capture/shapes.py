@@ -17,12 +17,14 @@ Python code may also use sizes (`x.shape[0]`, `len(x)`): those are `SymVar`s. Ar
 them symbolic, comparisons decide at the hint and add a guard, and any other use specializes.
 """
 
+from fractions import Fraction
+
 import sympy
 import torch
 
 from torchsmith.capture.errors import Unsupported
-from torchsmith.ir import TensorType, Value
-from torchsmith.ir.symbolic import evaluate, symbol
+from torchsmith.ir import Slice, TensorType, Value
+from torchsmith.ir.symbolic import evaluate, floordiv, sym_max, sym_min, symbol
 from torchsmith.ir.types import ScalarType, SymIntType, contiguous_strides
 
 
@@ -77,6 +79,12 @@ class ShapeEnv:
         bindings = ", ".join(f"{s.name!r}: {self.origin[s]}" for s in sorted(expr.free_symbols, key=str))
         return f"___ev({self.ns.name_of(expr)}, {{{bindings}}})"
 
+    def require_residue(self, expr, divisor: int, residue: int) -> None:
+        """Guard `expr % divisor == residue` (true at the hints): a fitted floor division is exact
+        on that residue class (a trivial guard when `divisor` is 1)."""
+        if divisor > 1:
+            self.guards.add(f"({self.python_expr(expr)}) % {divisor} == {residue}")
+
     def decide(self, relation) -> bool:
         """The truth of a symbolic comparison at the hints, guarded to stay so."""
         relation = sympy.sympify(relation)
@@ -126,6 +134,10 @@ class ShapeEnv:
             if isinstance(t, SymIntType):
                 return Value(arg.name, SymIntType(_at(t.expr, values)))
             return arg
+        if isinstance(arg, Slice):
+            return Slice(*(self.substitute(p, scale) for p in (arg.start, arg.stop, arg.step)))
+        if isinstance(arg, slice):
+            return slice(*(self.substitute(p, scale) for p in (arg.start, arg.stop, arg.step)))
         if isinstance(arg, tuple):
             return (
                 type(arg)(self.substitute(a, scale) for a in arg)
@@ -150,6 +162,8 @@ def symbols_in(arg) -> set:
         if isinstance(t, SymIntType) and isinstance(t.expr, sympy.Expr):
             return set(t.expr.free_symbols)
         return set()
+    if isinstance(arg, (Slice, slice)):
+        return symbols_in((arg.start, arg.stop, arg.step))
     if isinstance(arg, (tuple, list)):
         return set().union(*[symbols_in(a) for a in arg]) if arg else set()
     if isinstance(arg, dict):
@@ -176,8 +190,10 @@ def infer_symbolic(env: ShapeEnv, infer, args: tuple, kwargs: dict):
             results.append(None)
     if any(r is None for r in results):
         return _specialized(env, syms, results[0])
+    points = [{s: env.hints[s] * (scale.get(s, 1) if scale else 1) for s in env.hints} for scale in runs]
     try:
-        return _fit(results, syms, env)
+        return _fit(results, syms, env, _Candidates(expressions_in((args, kwargs)), points,
+                                                           int_constants_in((args, kwargs))))
     except _NoFit:
         return _specialized(env, syms, results[0])
 
@@ -192,42 +208,157 @@ def _specialized(env: ShapeEnv, syms, structure):
     return structure
 
 
-def _fit(results, syms, env):
+def expressions_in(arg) -> list:
+    """The distinct symbolic size expressions an op's arguments hold (a pad amount, a slice bound,
+    a dim of an input's type): candidates for its output dims."""
+    found: dict = {}
+
+    def visit(a):
+        if isinstance(a, sympy.Expr):
+            if a.free_symbols:
+                found.setdefault(a, None)
+        elif isinstance(a, Value):
+            t = a.type
+            if isinstance(t, TensorType):
+                for d in t.shape:
+                    visit(d)
+            elif isinstance(t, SymIntType):
+                visit(t.expr)
+        elif isinstance(a, (Slice, slice)):
+            visit((a.start, a.stop, a.step))
+        elif isinstance(a, (tuple, list)):
+            for x in a:
+                visit(x)
+        elif isinstance(a, dict):
+            visit(tuple(a.values()))
+
+    visit(arg)
+    return list(found)
+
+
+def int_constants_in(arg) -> list[int]:
+    """The int constants >= 2 among an op's arguments (a view's chunk size, a pad multiple)."""
+    if type(arg) is int:
+        return [arg] if arg >= 2 else []
+    if isinstance(arg, (tuple, list)):
+        return sorted({k for a in arg for k in int_constants_in(a)})
+    if isinstance(arg, dict):
+        return int_constants_in(tuple(arg.values()))
+    return []
+
+
+class _Candidates:
+    """Sums and differences of the argument expressions, evaluated at each inference point: an
+    output dim that equals one of them at every point is taken as that expression (`F.pad` by a
+    ceil-div amount gives `n + ((n + 7) // 8 * 8 - n)`, which no affine form fits)."""
+
+    LIMIT = 12
+
+    def __init__(self, expressions: list, points: list[dict], constants: list[int] = ()):
+        self.points = points
+        self.expressions = expressions[: self.LIMIT]
+        self.constants = list(constants)[: self.LIMIT]
+        self._table = None
+
+    def table(self) -> list:
+        if self._table is None:
+            single = [(e, self.values(e)) for e in self.expressions]
+            pairs = []
+            for i, (a, va) in enumerate(single):
+                for b, vb in single[i + 1 :]:
+                    pairs.append((a + b, tuple(x + y for x, y in zip(va, vb))))
+                    pairs.append((a - b, tuple(x - y for x, y in zip(va, vb))))
+                    pairs.append((b - a, tuple(y - x for x, y in zip(va, vb))))
+                    # a slice `b[:n]` of a dim shorter than n at some points: min(n, len)
+                    pairs.append((sym_min(a, b), tuple(min(x, y) for x, y in zip(va, vb))))
+                    pairs.append((sym_max(a, b), tuple(max(x, y) for x, y in zip(va, vb))))
+            # `x.view(n, -1, k)` of a dim e: e // k (and e * k, from a merge)
+            scaled = [(floordiv(e, k), tuple(v // k for v in ve)) for e, ve in single for k in self.constants]
+            scaled += [(e * k, tuple(v * k for v in ve)) for e, ve in single for k in self.constants]
+            self._table = single + pairs + scaled
+        return self._table
+
+    def values(self, expr) -> tuple:
+        return tuple(int(expr.xreplace({s: sympy.Integer(v) for s, v in p.items()})) for p in self.points)
+
+    def match(self, values) -> object:
+        for expr, at_points in self.table():
+            if at_points == tuple(values):
+                return expr
+        return None
+
+
+def _fit(results, syms, env, candidates: _Candidates):
+    # Points: the hints, each symbol doubled alone, every symbol tripled, every symbol quintupled.
+    hints = [env.hints[s] for s in syms]
 
     def dim(values):
-        try:
-            return affine(values)
-        except _NoFit:
-            return monomial(values)
+        for form in (affine, monomial, candidate, floor_affine):
+            try:
+                return form(values)
+            except _NoFit:
+                continue
+        raise _NoFit()
 
     def affine(values):  # c0 + c1*s1 + c2*s2 ...
         d0, *dd, d3, d5 = values
         coeffs = []
-        for s, d in zip(syms, dd):
+        for h, d in zip(hints, dd):
             diff = d - d0
-            if diff % env.hints[s]:
+            if diff % h:
                 raise _NoFit()
-            coeffs.append(diff // env.hints[s])
-        c0 = d0 - sum(c * env.hints[s] for c, s in zip(coeffs, syms))
+            coeffs.append(diff // h)
+        c0 = d0 - sum(c * h for c, h in zip(coeffs, hints))
         for k, dk in ((3, d3), (5, d5)):
-            if c0 + sum(c * k * env.hints[s] for c, s in zip(coeffs, syms)) != dk:
+            if c0 + sum(c * k * h for c, h in zip(coeffs, hints)) != dk:
                 raise _NoFit()
         return sympy.Integer(c0) + sum(c * s for c, s in zip(coeffs, syms)) if any(coeffs) else d0
 
-    def monomial(values):  # c * s1 * s2 ... (flatten of several dynamic dims)
+    def monomial(values):  # c * s1**k1 * s2**k2 ... (flattens, strides of square dims)
         d0, *dd, d3, d5 = values
-        used = []
-        for s, d in zip(syms, dd):
-            if d == 2 * d0:
-                used.append(s)
-            elif d != d0:
-                raise _NoFit()
-        scale = 1
-        for s in used:
-            scale *= env.hints[s]
-        if not used or d0 % scale or d0 * 3 ** len(used) != d3 or d0 * 5 ** len(used) != d5:
+        if d0 == 0:
             raise _NoFit()
-        return sympy.Integer(d0 // scale) * sympy.Mul(*used)
+        powers = []
+        for d in dd:
+            ratio = Fraction(d, d0)
+            k = ratio.numerator.bit_length() - 1
+            if ratio.denominator != 1 or ratio.numerator != 1 << k:
+                raise _NoFit()
+            powers.append(k)
+        scale = 1
+        for h, k in zip(hints, powers):
+            scale *= h**k
+        degree = sum(powers)
+        if not degree or d0 % scale or d0 * 3**degree != d3 or d0 * 5**degree != d5:
+            raise _NoFit()
+        return sympy.Integer(d0 // scale) * sympy.Mul(*(s**k for s, k in zip(syms, powers)))
+
+    def candidate(values):
+        expr = candidates.match(values)
+        if expr is None:
+            raise _NoFit()
+        return expr
+
+    def floor_affine(values):  # (n*s + c) // d + b in one symbol (a strided conv's or pool's output)
+        d0, *dd, d3, d5 = values
+        moved = [i for i, d in enumerate(dd) if d != d0]
+        if len(moved) != 1:
+            raise _NoFit()
+        i = moved[0]
+        h = hints[i]
+        points = ((2 * h, dd[i]), (3 * h, d3), (5 * h, d5))
+        slope = Fraction(d5 - d0, 4 * h)
+        for d in range(1, 17):
+            n = round(slope * d)
+            if n == 0:
+                continue
+            for c in range(d):
+                b = d0 - (n * h + c) // d
+                if all((n * x + c) // d + b == v for x, v in points):
+                    # exact on the sizes with the example's residue of n*s mod d: guard that
+                    env.require_residue(n * syms[i], d, (n * h) % d)
+                    return floordiv(n * syms[i] + c, d) + b
+        raise _NoFit()
 
     def walk(items):
         first = items[0]
