@@ -132,7 +132,8 @@ class GuardedBackend:
         self.function_name = function_name
         self.takes_options = accepts_options(backend)
         self.warned = False
-        self.checked_graphs: list = []  # (graph, inputs) compiled under options={"check": True}
+        # (graph, inputs copy) of each graph compiled while the capture check records (its first call)
+        self.checked_graphs: list | None = None
 
     def __call__(self, graph, example_inputs):
         try:
@@ -153,7 +154,8 @@ class GuardedBackend:
             from torchsmith.accuracy.compare import clone_inputs
             from torchsmith.accuracy.graph_check import check_graph
 
-            self.checked_graphs.append((graph, clone_inputs(example_inputs)))  # for the capture check
+            if self.checked_graphs is not None:
+                self.checked_graphs.append((graph, clone_inputs(example_inputs)))
             compiled = check_graph(graph, example_inputs, compiled, self.name, self.backend, self.options,
                                    self.function_name)
         if self.name in RERUNNABLE or _is_aot_program(compiled):

@@ -115,10 +115,13 @@ class CheckedCall:
             )
             return self.captured(*args, **kwargs)
         rng_before = torch.get_rng_state()
-        records, graphs = len(self.captured.session.records), len(self.guarded.checked_graphs)
-        result = self.captured(*args, **kwargs)
+        records = len(self.captured.session.records)
+        self.guarded.checked_graphs = []
+        try:
+            result = self.captured(*args, **kwargs)
+        finally:
+            graphs, self.guarded.checked_graphs = self.guarded.checked_graphs, None
         records = self.captured.session.records[records:]
-        graphs = self.guarded.checked_graphs[graphs:]
         why_not = side_effect_of(records) or next(
             (f"{op} draws random numbers" for g, _ in graphs if (op := random_op(g))), None
         )
