@@ -42,6 +42,7 @@ HOSTILE_OPS = [
     "torch..add",
     "torch.add(",
     "aten.add.Tensor; import os",
+    "aten.from_file.default",
 ]
 
 

@@ -91,6 +91,9 @@ _TENSOR_EXCLUDED = frozenset(
     }
 )
 
+# ATen ops that read or map files: a graph read from a file must not reach the file system.
+ATEN_EXCLUDED = frozenset({"from_file"})
+
 # operator and math functions that call, or make, arbitrary callables.
 _OPERATOR_EXCLUDED = frozenset({"call", "attrgetter", "itemgetter", "methodcaller"})
 

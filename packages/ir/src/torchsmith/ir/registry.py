@@ -21,7 +21,7 @@ import sympy
 import torch
 
 from torchsmith.ir.errors import UnknownOpError
-from torchsmith.ir.op_table import python_op_table
+from torchsmith.ir.op_table import ATEN_EXCLUDED, python_op_table
 
 # Argument kinds a schema can name, and what each accepts (see ArgSpec.accepts).
 ARG_KINDS = (
@@ -235,6 +235,8 @@ def _resolve_aten(name: str) -> OpDef:
     parts = name.split(".")
     if len(parts) != 3:
         raise UnknownOpError(f"aten op {name!r} must be written aten.<op>.<overload>, e.g. aten.add.Tensor")
+    if parts[1] in ATEN_EXCLUDED:
+        raise UnknownOpError(f"op {name!r} reads or maps files; a graph may not call it")
     if any(p.startswith("__") for p in parts[1:]):
         raise UnknownOpError(f"unknown op {name!r}: torch.ops.aten has no {parts[1]}.{parts[2]}")
     try:

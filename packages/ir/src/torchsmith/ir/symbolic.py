@@ -13,6 +13,7 @@ printed in one canonical form, so two equal shapes print the same way::
 
 import ast
 import functools
+import keyword
 import operator
 
 import sympy
@@ -31,15 +32,24 @@ MAX_BRACKET_DEPTH = 100  # brackets and runs of signs, checked before Python's p
 MAX_EXPONENT = 16
 MAX_INTEGER_BITS = 128
 MAX_SYMBOL_CHARS = 64
+# Symbols become parameters of generated C++ functions: a keyword there would not compile.
+_CODEGEN_RESERVED = frozenset(
+    "auto bool break case char const continue default do double else enum extern float for goto if inline "
+    "int long register return short signed sizeof static struct switch typedef union unsigned void "
+    "volatile while class namespace template this new delete operator private public protected "
+    "virtual true false nullptr".split()
+)
 
 
 def symbol(name: str) -> sympy.Symbol:
     """The size symbol `name`. Sizes are positive integers (0 and 1 are always specialized)."""
-    if not (name.isascii() and name.isidentifier()) or name.startswith("_") or len(name) > MAX_SYMBOL_CHARS:
+    reserved = keyword.iskeyword(name) or name in _CODEGEN_RESERVED
+    well_formed = name.isascii() and name.isidentifier() and len(name) <= MAX_SYMBOL_CHARS
+    if not well_formed or name.startswith("_") or reserved:
         shown = name if len(name) <= 40 else name[:40] + "..."
         raise SymbolicError(
             f"symbol name {shown!r} must be an identifier (ASCII, at most {MAX_SYMBOL_CHARS} characters) "
-            "not starting with '_'"
+            "not starting with '_' and not a C++ or Python keyword"
         )
     return sympy.Symbol(name, integer=True, positive=True)
 
