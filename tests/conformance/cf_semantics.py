@@ -167,6 +167,42 @@ def t_on_intermediate_then_mutate():
     return f, [(torch.randn(2, 3),)]
 
 
+@program(META)
+def view_taken_before_t_then_mutated():
+    def f(x):
+        row = x[0]
+        x.t_()
+        row.add_(1)
+        return x.sum(0), row
+
+    return f, [(torch.randn(2, 3),)]
+
+
+@program(META)
+def swapdims_then_fill_a_row():
+    state = []
+
+    def f(x):
+        x.swapdims_(0, 1)
+        x[0].fill_(1)
+        return x.sum(1)
+
+    x = torch.randn(3, 2)
+    return with_state(f, state), [(x,), record_layout(state, x), (torch.randn(3, 2),)]
+
+
+@program(META)
+def squeeze_every_unit_dim():
+    state = []
+
+    def f(x):
+        x.squeeze_()
+        return x.cumsum(0)
+
+    x = torch.randn(1, 3, 1)
+    return with_state(f, state), [(x,), record_layout(state, x)]
+
+
 # --- 2. grad mode inside the program and around the call -----------------------------------------
 
 
@@ -287,6 +323,44 @@ def view_taken_in_enable_grad_under_no_grad():
     return f, under_no_grad([T(3, 2)])
 
 
+@program(GRAD, train=True)
+def graph_break_inside_enable_grad_under_no_grad():
+    def f(x):
+        with torch.enable_grad():
+            y = x * 2
+            print("inside")
+            z = y * x
+        return z, y
+
+    return f, under_no_grad([T(3)])
+
+
+@program(GRAD)
+def branch_on_is_grad_enabled():
+    def f(x, w):
+        if torch.is_grad_enabled():
+            return x @ w
+        return (x @ w) * 0
+
+    return f, under_no_grad([torch.randn(2, 3), T(3, 2)]) + [(torch.randn(2, 3), T(3, 2))]
+
+
+@program(GRAD)
+def set_grad_enabled_call_outlives_the_function():
+    state = []
+
+    def f(x):
+        y = x * 2
+        torch.set_grad_enabled(False)
+        return y, x * 3
+
+    def observe_and_restore():
+        state.append(torch.is_grad_enabled())
+        torch.set_grad_enabled(True)
+
+    return with_state(f, state), [(T(3),), observe_and_restore, (T(3),), observe_and_restore]
+
+
 # --- 3. double backward through compiled graphs --------------------------------------------------
 
 
@@ -375,6 +449,34 @@ def double_backward_with_a_mutated_buffer():
         return g.pow(2).sum()
 
     return f, [(T(4), torch.zeros(4)), (T(4), torch.ones(4))]
+
+
+@program(DOUBLE, train=True)
+def penalty_through_batchnorm_in_training_mode():
+    class Penalty(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Tanh(), nn.Linear(4, 1))
+
+        def forward(self, x):
+            x = x.detach().requires_grad_(True)
+            (g,) = torch.autograd.grad(self.net(x).sum(), x, create_graph=True)
+            return g.pow(2).sum()
+
+    return Penalty(), [(torch.randn(5, 3),), (torch.randn(5, 3),)]
+
+
+@program(DOUBLE)
+def jacobian_vector_product_by_double_backward():
+    def f(x, v):
+        x = x.detach().requires_grad_(True)
+        y = torch.tanh(x) * 3
+        u = torch.ones_like(y, requires_grad=True)
+        (g,) = torch.autograd.grad(y, x, u, create_graph=True)
+        (jvp,) = torch.autograd.grad(g, u, v)
+        return jvp
+
+    return f, [(torch.randn(4), torch.randn(4))]
 
 
 # --- 4. mutation through views of intermediates and through inputs that share memory -------------
@@ -476,3 +578,13 @@ def reshaped_views_of_a_clone_mutated():
         return y
 
     return f, [(torch.randn(3, 4),)]
+
+
+@program(ALIAS)
+def input_and_its_transpose_one_mutated():
+    def f(x, y):
+        y.mul_(2)
+        return x + 1
+
+    x = torch.randn(3, 4)
+    return f, [(torch.randn(3, 4), torch.randn(4, 3)), (x, x.t())]

@@ -37,6 +37,16 @@ Compiler = Callable[[Graph, list], Callable]
 log = logging.getLogger("torchsmith.autograd_aot")
 
 
+@dataclass(frozen=True, slots=True)
+class KeptInputs:
+    """Positions of a program's arguments: `saved` (tensors, saved for backward), `unsaved` (the
+    rest: mutated tensors, copied, and `others`, non-tensors kept as they are)."""
+
+    saved: tuple[int, ...]
+    unsaved: tuple[int, ...]
+    others: frozenset
+
+
 @dataclass
 class CompiledProgram:
     """One specialization: the graphs, their compiled callables and the calling metadata."""
@@ -55,6 +65,7 @@ class CompiledProgram:
     warned_double_backward: bool = False
     _backward_fn: Callable | None = field(default=None, repr=False)
     _eager_fn: Callable | None = field(default=None, repr=False)
+    _kept_inputs: "KeptInputs | None" = field(default=None, repr=False)
 
     @property
     def is_training(self) -> bool:
@@ -65,6 +76,17 @@ class CompiledProgram:
         if self._backward_fn is None:
             self._backward_fn = self.bw_compiler(self.backward_graph, list(example_inputs))
         return self._backward_fn
+
+    def kept_inputs(self, args) -> "KeptInputs":
+        """Which arguments a training call keeps for a differentiable backward, and how (the same
+        for every call of this program: its signature fixes which arguments are tensors)."""
+        if self._kept_inputs is None:
+            saved = tuple(i for i, x in enumerate(args)
+                          if isinstance(x, torch.Tensor) and i not in self.mutated_inputs)
+            others = frozenset(i for i, x in enumerate(args) if not isinstance(x, torch.Tensor))
+            unsaved = tuple(i for i in range(len(args)) if i not in saved)
+            self._kept_inputs = KeptInputs(saved, unsaved, others)
+        return self._kept_inputs
 
     def eager_fn(self) -> Callable:
         """The torch-level graph as eager ops (built on first use)."""
@@ -99,20 +121,12 @@ class _CompiledFunction(torch.autograd.Function):
         ctx.saved_others = [s for s in saved if not isinstance(s, torch.Tensor)]
         saved_tensors = [s for s in saved if isinstance(s, torch.Tensor)]
         ctx.num_saved_tensors = len(saved_tensors)
-        # The inputs, for a backward that autograd must differentiate again (double_backward); a
-        # mutated input is kept as a copy of its value now, since the call writes to it afterwards.
-        mutated = program.mutated_inputs
-        ctx.input_slots = []
-        inputs = []
-        for i, x in enumerate(args):
-            if not isinstance(x, torch.Tensor):
-                ctx.input_slots.append(("value", x))
-            elif i in mutated:
-                ctx.input_slots.append(("value", x.detach().clone()))
-            else:
-                ctx.input_slots.append(("saved", None))
-                inputs.append(x)
-        ctx.save_for_backward(*saved_tensors, *inputs)
+        # The inputs, for a backward that autograd must differentiate again (double_backward): the
+        # tensors are saved; a mutated input is kept as a copy of its value now, since the call
+        # writes to it afterwards; other arguments as they are.
+        kept = program.kept_inputs(args)
+        ctx.other_inputs = {i: args[i] if i in kept.others else args[i].detach().clone() for i in kept.unsaved}
+        ctx.save_for_backward(*saved_tensors, *[args[i] for i in kept.saved])
         differentiable = set(program.traced.differentiable_outputs)
         frozen = [o for i, o in enumerate(outputs) if i not in differentiable and isinstance(o, torch.Tensor)]
         ctx.mark_non_differentiable(*frozen)
@@ -122,8 +136,12 @@ class _CompiledFunction(torch.autograd.Function):
     def backward(ctx, *grad_outputs):
         program: CompiledProgram = ctx.program
         if torch.is_grad_enabled():  # create_graph=True: the gradients must be differentiable
-            saved_inputs = iter(ctx.saved_tensors[ctx.num_saved_tensors:])
-            inputs = [next(saved_inputs) if kind == "saved" else value for kind, value in ctx.input_slots]
+            inputs = [None] * ctx.num_inputs
+            kept = program.kept_inputs(inputs)
+            for i, x in zip(kept.saved, ctx.saved_tensors[ctx.num_saved_tensors:]):
+                inputs[i] = x
+            for i, x in ctx.other_inputs.items():
+                inputs[i] = x
             return (None, *differentiable_backward(program, inputs, grad_outputs, ctx.needs_input_grad[1:]))
         tensors, others = iter(ctx.saved_tensors[:ctx.num_saved_tensors]), iter(ctx.saved_others)
         saved = [next(tensors) if is_tensor else next(others) for is_tensor in ctx.saved_kinds]
