@@ -23,6 +23,7 @@ import cf_python_more  # noqa: E402,F401
 import cf_regressions  # noqa: E402,F401
 import cf_semantics  # noqa: E402,F401
 import cf_side_effects  # noqa: E402,F401
+import cf_stale  # noqa: E402,F401
 import cf_tensors  # noqa: E402,F401
 import cf_training  # noqa: E402,F401
 from cf_harness import BACKENDS, PROGRAMS, check  # noqa: E402

@@ -8,6 +8,7 @@ import torch
 
 from torchsmith.capture.errors import Unsupported
 from torchsmith.capture.numpy_values import NumpyVar
+from torchsmith.capture.pysource import subscript
 from torchsmith.capture.variables import (
     ConstVar,
     DataclassVar,
@@ -103,30 +104,41 @@ class BuiltinOps:
             type(tracker).__name__ == "BuiltinMethodVar"
         )
 
+    def attribute_name(self, fn_name: str, tracker) -> str:
+        """The attribute name a getattr/hasattr/setattr call passes, as a plain str."""
+        name = self.as_python(tracker)
+        if not isinstance(name, str):
+            raise Unsupported(f"{fn_name}() with an attribute name of type {type(name).__name__}")
+        return str.__str__(name)
+
     def builtin_getattr(self, args, kwargs):
-        obj, name = args[0], self.as_python(args[1])
+        obj, name = args[0], self.attribute_name("getattr", args[1])
         if len(args) == 3:
             try:
                 return self.getattr(obj, name)
             except Unsupported as e:
                 if "AttributeError" not in e.reason and "has no attribute" not in e.reason:
                     raise
-                return args[2]
+                return args[2]  # the attribute's absence is guarded where the read failed
         return self.getattr(obj, name)
 
     def builtin_hasattr(self, args, kwargs):
-        obj, name = args[0], self.as_python(args[1])
+        obj, name = args[0], self.attribute_name("hasattr", args[1])
         if isinstance(obj, TensorVar):
             return ConstVar(hasattr(torch.Tensor, name) or name in ("shape", "dtype", "device"))
         if isinstance(obj, ConstVar):
             if (id(obj.value), name) in self.attr_writes:
                 return ConstVar(True)
-            return ConstVar(hasattr(obj.value, name))
+            present = hasattr(obj.value, name)
+            root = self.attribute_root(obj)
+            if root is not None:  # an attribute added or deleted between calls recompiles
+                self.guards.has_attribute(root, name, present)
+            return ConstVar(present)
         return ConstVar(hasattr(self.example_of(obj), name))
 
     def builtin_setattr(self, args, kwargs):
         obj, name, value = args
-        self.setattr(obj, self.as_python(name), value)
+        self.setattr(obj, self.attribute_name("setattr", name), value)
         return ConstVar(None)
 
     def builtin_super(self, args, kwargs):
@@ -390,10 +402,12 @@ def _member_source(src: str, getter: str, member_name: str) -> str:
     without `get_parameter`'s string walk (a TransformerEncoderLayer's 60 member reads took
     0.4 ms a call that way)."""
     *modules, last = member_name.split(".") if member_name else [""]
-    path = src + "".join(f"._modules[{m!r}]" for m in modules)
+    path = src
+    for m in modules:
+        path = subscript(f"{path}._modules", m)
     if getter == "get_submodule":
-        return path + (f"._modules[{last!r}]" if last else "")
-    return f"{path}.{_MEMBER_DICTS[getter]}[{last!r}]"
+        return subscript(f"{path}._modules", last) if last else path
+    return subscript(f"{path}.{_MEMBER_DICTS[getter]}", last)
 
 
 def _member_names(module, name: str, args, kwargs) -> list[str]:

@@ -231,7 +231,7 @@ class CallOps(BuiltinOps, PythonStateOps):
             return self.wrap(value, src + suffix) if src else self.wrap_unguarded(value)
 
         args = [part(a, f".args[{i}]") for i, a in enumerate(p.args)]
-        kwargs = {k: part(v, f".keywords[{k!r}]") for k, v in p.keywords.items()}
+        kwargs = {k: part(v, f".keywords[{self.ns.literal(k)}]") for k, v in p.keywords.items()}
         return PartialVar(part(p.func, ".func"), args, kwargs, source=src)
 
     def read_dict_subclass(self, method, args):
@@ -293,7 +293,7 @@ class CallOps(BuiltinOps, PythonStateOps):
         """Read a global flag (autocast) at capture time and guard that it stays the same."""
         values = [self.as_python(a) for a in args]
         result = fn(*values)
-        call = ", ".join(repr(v) for v in values)
+        call = ", ".join(self.ns.literal(v) for v in values)
         self.guards.add(f"{self.ns.name_of(fn)}({call}) is {result!r}")
         return ConstVar(result)
 
@@ -349,6 +349,8 @@ class CallOps(BuiltinOps, PythonStateOps):
             forward = type(module).forward
             if not isinstance(forward, types.FunctionType):
                 raise Unsupported(f"{type(module).__name__}.forward is not a Python function")
+            # a forward patched on the class between calls recompiles
+            self.guards.add(f"{self.ns.name_of(type(module))}.forward is {self.ns.name_of(forward)}")
             forward_var = MethodVar(ConstVar(forward), fn)
         for hook in module._forward_pre_hooks.values():
             result = self.call(self.wrap_unguarded(hook), [fn, TupleVar(args)], {})

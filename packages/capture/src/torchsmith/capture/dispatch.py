@@ -15,7 +15,13 @@ from dataclasses import dataclass, field
 import torch
 
 from torchsmith.capture.binding import bind_to_code
-from torchsmith.capture.errors import CaptureError, FullGraphError, RecompileLimitError, Unsupported
+from torchsmith.capture.errors import (
+    CaptureError,
+    FullGraphError,
+    GeneratedCodeError,
+    RecompileLimitError,
+    Unsupported,
+)
 from torchsmith.capture.output import Codegen, compile_run
 from torchsmith.capture.python_state import refuse_open_context_sets
 from torchsmith.capture.tracer import Tracer
@@ -134,19 +140,25 @@ class CaptureSession:
             return self._capture(code, globals_, closure, L)
         except _BackendFailed as failed:
             raise failed.error from failed.error.__cause__
-        except (CaptureError, RecursionError):
-            raise
+        except (CaptureError, RecursionError) as e:
+            if not isinstance(e, GeneratedCodeError):
+                raise
+            return self._internal_error(code, e)
         except Exception as e:
-            # A bug in capture must not break the user's program: run eagerly, say so loudly.
-            if self.fullgraph:
-                raise CaptureError(
-                    f"internal error while capturing {code.co_qualname} ({code.co_filename}:"
-                    f"{code.co_firstlineno}): {type(e).__name__}: {e}. Compile with fullgraph=False to run "
-                    "it eagerly (and please report the bug)"
-                ) from e
-            log.warning("internal error while capturing %s; it runs eagerly", code.co_qualname, exc_info=True)
-            self.caches[code].eager_reason = f"internal error: {type(e).__name__}: {e}"
-            return None
+            return self._internal_error(code, e)
+
+    def _internal_error(self, code, e: Exception) -> None:
+        """A bug in capture: raise it under fullgraph=True, else run the code eagerly from now on."""
+        # A bug in capture must not break the user's program: run eagerly, say so loudly.
+        if self.fullgraph:
+            raise CaptureError(
+                f"internal error while capturing {code.co_qualname} ({code.co_filename}:"
+                f"{code.co_firstlineno}): {type(e).__name__}: {e}. Compile with fullgraph=False to run "
+                "it eagerly (and please report the bug)"
+            ) from e
+        log.warning("internal error while capturing %s; it runs eagerly", code.co_qualname, exc_info=True)
+        self.caches[code].eager_reason = f"internal error: {type(e).__name__}: {e}"
+        return None
 
     def _capture(self, code, globals_, closure, L) -> Entry | None:
         start = time.perf_counter()

@@ -58,5 +58,10 @@ class FullGraphError(CaptureError):
         self.line = brk.line
 
 
+class GeneratedCodeError(CaptureError):
+    """Internal: generated guard or run code that does not compile (a capture bug). The dispatcher
+    runs the function eagerly with a logged warning instead (or raises it under fullgraph=True)."""
+
+
 class RecompileLimitError(CaptureError):
     """Raised instead of running eagerly when the caller asked to fail on the recompile limit."""

@@ -1,9 +1,12 @@
 """Opcode handlers and helpers for attribute access: objects, modules, tensors, super()."""
 
+import types
+
 import torch
 
 from torchsmith.capture.errors import Unsupported
 from torchsmith.capture.instructions import NULL_AFTER_CALLABLE
+from torchsmith.capture.pysource import attribute, string_literal, subscript
 from torchsmith.capture.tensors import METADATA_ATTRIBUTES
 from torchsmith.capture.variables import (
     NULL,
@@ -125,43 +128,63 @@ class AttributeOps:
         write = self.attr_writes.get((id(value), name))
         if write is not None:
             return write[2]
-        source = f"{obj.source}.{name}" if obj.source else None
+        root = self.attribute_root(obj)
         if isinstance(value, type) or not hasattr(type(value), "__mro__"):
-            return self._plain_attribute(obj, name, source)
+            return self._plain_attribute(obj, name, root)
         if isinstance(value, torch.nn.Module) and name in MODULE_ITERATORS:
             return BuiltinMethodVar(obj, name)
         for klass in type(value).__mro__:
             if name in klass.__dict__:
                 descriptor = klass.__dict__[name]
                 if isinstance(descriptor, property):
+                    self.guard_class_member(klass, name, descriptor)
                     return self.call(ConstVar(descriptor.fget), [obj], {})
                 if type(descriptor).__name__ == "function" and name not in getattr(value, "__dict__", {}):
+                    self.guard_class_member(klass, name, descriptor)
                     return MethodVar(ConstVar(descriptor), obj)
                 if isinstance(descriptor, staticmethod):
+                    self.guard_class_member(klass, name, descriptor)
                     return ConstVar(descriptor.__func__)
                 if isinstance(descriptor, classmethod):
+                    self.guard_class_member(klass, name, descriptor)
                     return MethodVar(ConstVar(descriptor.__func__), ConstVar(type(value)))
                 break
-        return self._plain_attribute(obj, name, source)
+        return self._plain_attribute(obj, name, root)
 
-    def _plain_attribute(self, obj: ConstVar, name: str, source):
+    def attribute_root(self, obj: ConstVar) -> str | None:
+        """Where guards read `obj` from to check the attributes read from it: its source, or for
+        an object without one (a class from `type(self)`, a function's default argument) the
+        object itself, held by the guard's namespace, so a class attribute or an attribute of a
+        default changed between calls recompiles."""
+        if obj.source is not None:
+            return obj.source
         value = obj.value
-        if source is not None and isinstance(value, torch.nn.Module) and name not in value.__dict__:
+        if isinstance(value, (type, types.ModuleType)) or hasattr(value, "__dict__"):
+            return self.ns.name_of(value)
+        return None
+
+    def guard_class_member(self, klass: type, name: str, member) -> None:
+        """A method, property or static/class method found in `klass.__dict__` must stay the same
+        object (a method patched on the class between calls recompiles)."""
+        self.guards.add(f"{self.ns.name_of(klass)}.__dict__.get({string_literal(name)}) is {self.ns.name_of(member)}")
+
+    def _plain_attribute(self, obj: ConstVar, name: str, root):
+        value = obj.value
+        source = attribute(root, name) if root is not None else None
+        if root is not None and isinstance(value, torch.nn.Module) and name not in value.__dict__:
             # what nn.Module.__getattr__ would find, read through a plain dict lookup (guards are faster)
             for table in ("_parameters", "_buffers", "_modules"):
                 if name in value.__dict__.get(table, ()):
-                    source = f"{source[: -len(name) - 1]}.{table}[{name!r}]"
+                    source = subscript(f"{root}.{table}", name)
                     break
         try:
-            result = getattr(obj.value, name)
+            result = getattr(value, name)
         except AttributeError as e:
+            if root is not None:
+                self.guards.has_attribute(root, name, False)
             raise Unsupported(f"AttributeError: {e}") from e
-        if source is None or (isinstance(obj.value, type(torch)) and _is_trusted_module(obj.value)):
-            return (
-                self.wrap_unguarded(result)
-                if not isinstance(result, torch.Tensor)
-                else self.wrap(result, source)
-            )
+        if source is None:
+            return self.wrap_unguarded(result) if not isinstance(result, torch.Tensor) else self.wrap(result, None)
         return self.wrap(result, source)
 
     def super_attribute(self, sup: SuperVar, name: str):
@@ -224,18 +247,3 @@ class AttributeOps:
             if isinstance(value, bool):
                 return ConstVar(value)
         raise Unsupported(f"Tensor attribute {name!r}")
-
-
-def _is_trusted_module(module) -> bool:
-    return module.__name__.split(".")[0] in (
-        "torch",
-        "math",
-        "operator",
-        "builtins",
-        "functools",
-        "itertools",
-        "collections",
-        "typing",
-        "dataclasses",
-        "enum",
-    )

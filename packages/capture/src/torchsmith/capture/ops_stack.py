@@ -5,6 +5,7 @@ import builtins
 from torchsmith.capture.errors import Unsupported
 from torchsmith.capture.instructions import NULL_AFTER_CALLABLE
 from torchsmith.capture.ops_py313 import Py313Ops
+from torchsmith.capture.pysource import subscript
 from torchsmith.capture.variables import (
     NULL,
     CellVar,
@@ -69,7 +70,7 @@ class StackOps(Py313Ops):
         if write is not None:
             return write[2]
         if name in frame.globals:
-            return self.wrap(frame.globals[name], f"{frame.globals_source}[{name!r}]")
+            return self.wrap(frame.globals[name], subscript(frame.globals_source, name))
         if hasattr(builtins, name):
             return ConstVar(getattr(builtins, name))
         raise Unsupported(f"name {name!r} is not defined")

@@ -28,6 +28,7 @@ from torchsmith.capture.errors import Unsupported
 from torchsmith.capture.guards import compile_function
 from torchsmith.capture.numpy_values import NumpyVar
 from torchsmith.capture.ops_python import BINARY, COMPARE
+from torchsmith.capture.pysource import keyword_arguments, set_attribute, string_literal, subscript
 from torchsmith.capture.resume import resume_code
 from torchsmith.capture.variables import (
     NULL,
@@ -92,7 +93,7 @@ class Codegen:
             module, cls, args, kwargs = self.t.created_modules[id(v.value)]
             if module is v.value:
                 call = [self.ns.literal(a) for a in args]
-                call += [f"{k}={self.ns.literal(x)}" for k, x in kwargs.items()]
+                call += keyword_arguments((k, self.ns.literal(x)) for k, x in kwargs.items())
                 return f"{self.ns.name_of(cls)}({', '.join(call)})"
         if isinstance(v, ConstVar):
             # simple constants read through a source are guarded equal (Tracer.wrap): write them as
@@ -123,7 +124,7 @@ class Codegen:
             return body if v.cls is dict else f"{self.ns.name_of(v.cls)}({body})"
         if isinstance(v, DataclassVar):
             init = [f for f in dataclasses.fields(v.cls) if f.init]
-            body = ", ".join(f"{f.name}={self.expr(v.fields[f.name])}" for f in init)
+            body = ", ".join(keyword_arguments((f.name, self.expr(v.fields[f.name])) for f in init))
             return f"{self.ns.name_of(v.cls)}({body})"
         if isinstance(v, SetVar):
             return "{" + ", ".join(self.expr(i) for i in v.items) + "}" if v.items else "set()"
@@ -150,7 +151,7 @@ class Codegen:
             closure = "(" + "".join(self.expr(c) + ", " for c in v.closure) + ")" if v.closure else "None"
             return (
                 f"{self.ns.name_of(types.FunctionType)}({self.ns.name_of(v.code)}, {v.globals_source}, "
-                f"{v.code.co_name!r}, {defaults}, {closure})"
+                f"{string_literal(v.code.co_name)}, {defaults}, {closure})"
             )
         raise Unsupported(f"cannot rebuild {v.describe()} after the graph")
 
@@ -158,9 +159,9 @@ class Codegen:
     def side_effects(self) -> None:
         t = self.t
         for obj, name, value in t.attr_writes.values():
-            self.lines.append(f"{self.expr(obj)}.{name} = {self.expr(value)}")
+            self.lines.append(set_attribute(self.expr(obj), name, self.expr(value)))
         for (_, name), (globals_source, _, value) in t.global_writes.items():
-            self.lines.append(f"{globals_source}[{name!r}] = {self.expr(value)}")
+            self.lines.append(f"{subscript(globals_source, name)} = {self.expr(value)}")
         for cell in t.written_cells:
             self.lines.append(f"{self.expr(cell)}.cell_contents = {self.expr(cell.contents)}")
         for tracker in t.mutable_sources:
@@ -208,7 +209,7 @@ class Codegen:
             positional = args[: len(args) - len(kwnames)]
             keywords = dict(zip(kwnames, args[len(args) - len(kwnames) :]))
             call_args = ", ".join(
-                [self.expr(a) for a in positional] + [f"{k}={self.expr(v)}" for k, v in keywords.items()]
+                [self.expr(a) for a in positional] + keyword_arguments((k, self.expr(v)) for k, v in keywords.items())
             )
             self.lines.append(
                 f"__r = __call({self.expr(fn)}, {call_args})"
@@ -332,7 +333,7 @@ class Codegen:
             needs_graph = t.graph_has_work()
             if needs_graph:
                 graph = t.builder.build(*self.outputs)
-                head.append("__outs = __graph(*__in)")
+                head.append("__outs = __graph(*__in)" if t.builder._inputs else "__outs = __graph()")
         body = head + self.lines
         source = "def run(L, G):\n" + "".join(f"    {line}\n" for line in body)
         return Output(graph, list(t.example_inputs), source, dict(self.ns.values))

@@ -12,6 +12,7 @@ meta tensors shaped like the inputs; the real device is kept in the type.
 import torch
 
 from torchsmith.capture.errors import Unsupported
+from torchsmith.capture.guards import default_device
 from torchsmith.capture.variables import (
     ConstVar,
     ListVar,
@@ -179,7 +180,10 @@ def infer_result(op: str, fn, args: tuple, kwargs: dict, grad_enabled: bool):
     try:
         if isinstance(getattr(fn, "__self__", None), torch.Tensor):
             raise TypeError("a method bound to a tensor")
-        key = (op, fn, grad_enabled, _type_key(args), _type_key(kwargs))
+        # factory functions read the default dtype and device: a result inferred under other
+        # defaults does not apply
+        defaults = (torch.get_default_dtype(), default_device())
+        key = (op, fn, grad_enabled, defaults, _type_key(args), _type_key(kwargs))
         hash(key)
     except TypeError:  # an unhashable constant, a tensor: run it every time
         return _infer_result(op, fn, args, kwargs, grad_enabled)

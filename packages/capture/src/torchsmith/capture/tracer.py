@@ -22,6 +22,7 @@ from torchsmith.capture.ops_attr import AttributeOps
 from torchsmith.capture.ops_control import ControlOps
 from torchsmith.capture.ops_python import PythonOps
 from torchsmith.capture.ops_stack import StackOps
+from torchsmith.capture.pysource import identifier, subscript
 from torchsmith.capture.shapes import ShapeEnv, infer_symbolic
 from torchsmith.capture.tensors import flatten_types, infer_result, rebuild, to_graph_arg
 from torchsmith.capture.variables import (
@@ -41,7 +42,7 @@ from torchsmith.ir.graph import iter_values
 MAX_INLINE_DEPTH = 32
 _CODE_CACHE: dict[types.CodeType, list[Instruction]] = {}
 
-# Modules whose attributes are trusted not to be monkeypatched (no guards on reading them).
+# Library modules: their Python functions are guarded by identity (user functions by their code).
 _TRUSTED_MODULE_PREFIXES = (
     "torch",
     "math",
@@ -129,6 +130,7 @@ class Tracer(StackOps, ControlOps, PythonOps, AttributeOps, DataclassOps, CallOp
         self.initial_grad = torch.is_grad_enabled()
         self.grad_enabled = self.initial_grad
         self.guards.grad_mode(self.initial_grad)
+        self.guards.global_state()
         self.break_at = break_at
         self.shape_env = ShapeEnv(self.guards, self.ns)
         self.tensor_sizes: dict[str, tuple] = {}
@@ -148,13 +150,13 @@ class Tracer(StackOps, ControlOps, PythonOps, AttributeOps, DataclassOps, CallOp
         for name, value in self.L.items():
             if name == "__closure__" or name in passed_cells:
                 continue
-            frame_locals[name] = self.wrap(value, f"L[{name!r}]")
+            frame_locals[name] = self.wrap(value, subscript("L", name))
         cells = {}
         for i, name in enumerate(code.co_freevars):
             cells[name] = self.real_cell(self.closure[i], f"L['__closure__'][{i}]")
         for name in code.co_cellvars:
             if name in passed_cells:
-                cells[name] = self.real_cell(self.L[name], f"L[{name!r}]")
+                cells[name] = self.real_cell(self.L[name], subscript("L", name))
             else:
                 cells[name] = CellVar(contents=frame_locals.get(name))
         self.root = Frame(code, instructions_of(code), frame_locals, cells, self.G, "G", 0)
@@ -311,11 +313,18 @@ class Tracer(StackOps, ControlOps, PythonOps, AttributeOps, DataclassOps, CallOp
             self.wrap(owner, f"{source}.__self__")
             return ConstVar(value, source)
         if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type, types.ModuleType)):
-            if not _trusted(value):
+            # by identity, torch's own functions too: `F.gelu = torch.sigmoid` or a global bound to
+            # another function between calls must recompile. A library module is not: what is read
+            # from it is guarded through its path (`G['torch'].nn.functional.gelu is K3`).
+            if not (isinstance(value, types.ModuleType) and _trusted(value)):
                 g.identity(source, value)
             return ConstVar(value, source)
         if isinstance(value, types.MethodType):
             return self.wrap_method(value, source)
+        if callable(value) and type(value).__module__.split(".")[0] in ("builtins", "torch"):
+            # method descriptors (`torch.Tensor.add`), torch ops: nothing read from them is guarded
+            g.identity(source, value)
+            return ConstVar(value, source)
         g.type_is(source, value)
         if isinstance(value, RestoreGradMode):
             g.add(f"{source}.previous is {value.previous!r}")
@@ -457,12 +466,9 @@ def _trusted(value) -> bool:
 
 
 def _name_from_source(source: str) -> str:
+    """The name of the graph input read through `source` (`L['self']._modules['fc']` -> `self_modules_fc`)."""
     text = source.replace("L[", "").replace("G[", "").replace("]", "").replace("'", "")
-    text = "".join(
-        ch if ch.isalnum() or ch == "_" else "_" for ch in text.replace(".", "_").replace("[", "_")
-    )
-    text = text.strip("_") or "arg"
-    return text if not text[0].isdigit() else "t" + text
+    return identifier(text.replace(".", "_").replace("[", "_"), fallback="arg")
 
 
 def bind_arguments(code, args: list, kwargs: dict, defaults: tuple, kwdefaults: dict) -> dict:
