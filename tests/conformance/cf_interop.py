@@ -308,3 +308,64 @@ def array_aliasing_a_computed_tensor():
         return y.sum(), a, y
 
     return fn, [(torch.arange(4.0),), (torch.ones(4),)]
+
+
+def _scaled_by_array_sum(a, x):
+    return x * float(a.sum()) + 1
+
+
+@program(N, graphs=1, breaks=2)
+def numpy_inside_an_inlined_callee():
+    def fn(x, arr):
+        return _scaled_by_array_sum(arr, x).relu()
+
+    return fn, [(torch.randn(3), np.ones(2)), (torch.randn(3), np.full(2, 3.0))]
+
+
+@program(N, graphs=2, breaks=4)
+def module_holding_a_numpy_table():
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.table = np.arange(3.0)
+            self.lin = nn.Linear(3, 3)
+
+        def forward(self, x):
+            self.table[0] += 1  # native, every call
+            return self.lin(x) * torch.as_tensor(self.table, dtype=torch.float32)
+
+    return Scaled(), [(torch.randn(2, 3),), (torch.randn(2, 3),), (torch.randn(2, 3),)]
+
+
+@program(N, graphs=2, breaks=3)
+def as_tensor_and_asarray_share_memory():
+    def fn(x, arr):
+        t = torch.as_tensor(arr)  # no copy: a graph's in-place write lands in arr
+        t.add_(1)
+        a = np.asarray(x)
+        a += 1  # lands in x
+        return arr, t * 2, x * 2
+
+    return fn, [(torch.ones(3), np.ones(3, dtype=np.float32)), (torch.zeros(3), np.zeros(3, dtype=np.float32))]
+
+
+@program(N, graphs=1, breaks=4)
+def arrays_in_containers_and_stored_into():
+    def fn(x, d, out):
+        y = x.sin()
+        out[:] = y.numpy()
+        return [torch.from_numpy(a) * y for a in d["arrays"]], out, d
+
+    return fn, [
+        (torch.randn(2), {"arrays": [np.ones(2, dtype=np.float32), np.full(2, 2.0, dtype=np.float32)]},
+         np.zeros(2, dtype=np.float32)),
+    ]
+
+
+@program(N, graphs=1, breaks=1)
+def numpy_of_a_tensor_that_requires_grad_raises():
+    def fn(x):
+        y = x * 2
+        return y.numpy()
+
+    return fn, [(torch.randn(3, requires_grad=True),)]

@@ -73,3 +73,18 @@ def test_same_array_through_two_arguments_is_one_object(compile_with, backend):
     arr = np.zeros(2)
     torch.testing.assert_close(compiled(torch.zeros(2), arr, arr), torch.ones(2))
     torch.testing.assert_close(compiled(torch.zeros(2), arr, np.zeros(2)), -torch.ones(2))
+
+
+def test_a_second_break_keeps_the_cells_inner_functions_read(compile_with, backend):
+    # each NumPy statement is a break; the resume function passes its cell (y) on, filled
+    def f(x, arrs, out):
+        y = x.sin()
+        out[:] = y.numpy()  # a second break, in the resume function of the first
+        return [torch.from_numpy(a) * y for a in arrs]
+
+    x, arrs = torch.randn(2), [np.ones(2, dtype=np.float32), np.full(2, 2.0, dtype=np.float32)]
+    out = np.zeros(2, dtype=np.float32)
+    got = compile_with(f)(x, arrs, out)
+    for g, a in zip(got, arrs, strict=True):
+        torch.testing.assert_close(g, torch.from_numpy(a) * x.sin())
+    np.testing.assert_allclose(out, x.sin().numpy())

@@ -268,7 +268,10 @@ class Codegen:
         cells = [(name, frame.cells[name]) for name in frame.code.co_cellvars]
         for i, (_, cell) in enumerate(cells):
             self.cell_names[id(cell)] = f"__cell{i}"
-            self.lines.append(f"__cell{i} = {cell_type}()")
+            # a resume function's cells are passed in, maybe already filled (a second break): the
+            # same cell object goes on, shared with the inner functions that close over it
+            made = self.expr(cell) if cell.real is not None else f"{cell_type}()"
+            self.lines.append(f"__cell{i} = {made}")
         for i, (_, cell) in enumerate(cells):
             if cell.contents is not None:
                 self.lines.append(f"__cell{i}.cell_contents = {self.expr(cell.contents)}")
