@@ -36,6 +36,7 @@ def payloads(marker: str) -> list[str]:
         f'x"; {py}; "',
         f"x'''; {py}; '''",
         "x" * 5000 + f"\n{py}",
+        f"x // @torchsmith-kernel\n{cpp}",  # the marker the C++ builder splits units at
     ]
 
 

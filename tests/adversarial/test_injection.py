@@ -11,6 +11,7 @@ import torch
 from adversarial_corpus import code_lines_holding, outcome, payloads, record
 
 from torchsmith.inductor.compile_fx import to_prims
+from torchsmith.inductor.cpp_build import KERNEL_MARK
 from torchsmith.inductor.cpp_codegen import generate_cpp
 from torchsmith.inductor.loop_ir_json import LoopIRFormatError, program_from_json, program_to_json
 from torchsmith.inductor.lower import lower
@@ -73,8 +74,9 @@ def _readable(programs, category: str):
 def test_hostile_loop_ir_names_stay_in_cpp_comments(program_doc, tmp_path):
     marker = str(tmp_path / "PWNED_CPP")
     for _, doc in _readable(_hostile_programs(program_doc, marker), "C++ source: hostile names"):
-        source, _ = generate_cpp(program_from_json(doc))
+        source, kernels = generate_cpp(program_from_json(doc))
         bad = code_lines_holding(source, marker, "//")
+        assert source.count(KERNEL_MARK) <= len(kernels)  # no origin adds a place to split the unit
         record("C++ source: hostile names", "wrong" if bad else "accepted")
         assert not bad, bad[:3]
     assert not os.path.exists(marker)

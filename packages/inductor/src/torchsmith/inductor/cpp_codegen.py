@@ -227,7 +227,7 @@ def _emit_member(
     buffer = buffers[0]
     body = buffer.body
     origins = " + ".join(dict.fromkeys(b.origin or b.name for b in buffers))
-    lines.append(f"{indent}// {cpp_comment(origins)}")
+    lines.append(f"{indent}// {_comment(origins)}")
     extra = list(zip(index_vars(len(body.ranges)), body.ranges))[shared:]
     work = _work(r for _, r in extra) * _work(getattr(body, "reduction_ranges", ()))
     threaded = _work_condition(work) if inside else None
@@ -306,7 +306,7 @@ def generate_cpp(
     if groups is None:
         groups = default_groups(program)
     parts = [
-        f"// torchsmith inductor: graph {cpp_comment(program.name)}",
+        f"// torchsmith inductor: graph {_comment(program.name)}",
         CPP_PRELUDE,
         INDIRECT_PRELUDE if uses_indirect(program) else "",
         RANDOM_PRELUDE if uses_random(program) else "",
@@ -324,3 +324,8 @@ def generate_cpp(
         kernels.append((kernel, tuple(group)))
     return "\n\n".join(parts) + "\n", kernels
 
+
+def _comment(text: str) -> str:
+    """User text for a C++ comment. `@` is escaped too: the builder splits a unit at the marker
+    comment `KERNEL_MARK`, which no origin may spell."""
+    return cpp_comment(text).replace("@", "\\x40")
