@@ -155,7 +155,9 @@ def test_double_backward_through_an_input_that_depends_on_another():
     x = torch.tensor([1.0, 2.0], requires_grad=True)
     g = x ** 3
     (out,) = aot_eager(graph, [x, g])(x, g)
-    (first,) = torch.autograd.grad(out, x, create_graph=True)
+    with pytest.warns(UserWarning, match="differentiable backward") as record:
+        (first,) = torch.autograd.grad(out, x, create_graph=True)
+    assert record[0].filename == __file__
     (second,) = torch.autograd.grad(first.sum(), x)
     x_eager = x.detach().requires_grad_()
     (first_eager,) = torch.autograd.grad(((x_eager ** 3) ** 2).sum(), x_eager, create_graph=True)
@@ -205,8 +207,9 @@ def test_same_tensor_passed_twice_with_one_mutated_runs_eagerly():
     t = torch.randn(4)
     t_eager = t.clone()
     (expected,) = interpret(graph, t_eager, t_eager)
-    with pytest.warns(UserWarning, match="eagerly for this call"):
+    with pytest.warns(UserWarning, match="eagerly for this call") as record:
         (out,) = fn(t, t)
+    assert record[0].filename == __file__  # the warning names the caller's line
     torch.testing.assert_close(out, expected)
     torch.testing.assert_close(t, t_eager)
     a, b = torch.randn(4), torch.randn(4)

@@ -12,11 +12,10 @@ compiled forward did) and programs that change an input's shape in place (the sa
 longer has the shape the program read).
 """
 
-import warnings
-
 import torch
 
 from torchsmith.autograd_aot.errors import AotAutogradError
+from torchsmith.autograd_aot.user_warning import warn_at_user
 
 
 def random_op(graph) -> str | None:
@@ -64,11 +63,10 @@ def differentiable_backward(program, inputs: list, grad_outputs, needs_input_gra
         )
     if not program.warned_double_backward:
         program.warned_double_backward = True
-        warnings.warn(
+        warn_at_user(
             f"torchsmith: stage autograd_aot runs the backward of graph {name} as eager ops (the captured "
             "graph recomputed with autograd recording) because autograd asked for a differentiable "
-            "backward (create_graph=True); compiled backward graphs are not differentiable",
-            stacklevel=2,
+            "backward (create_graph=True); compiled backward graphs are not differentiable"
         )
     # Each input that requires grad enters as a view of itself: the gradient with respect to that
     # view counts only the program's own uses of the input, not paths through another input that

@@ -16,7 +16,6 @@ requires_grad, grad mode) it traces, functionalizes and partitions once, then on
 """
 
 import logging
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -29,6 +28,7 @@ from torchsmith.autograd_aot.partition import MemoryReport
 from torchsmith.autograd_aot.pipeline import lower
 from torchsmith.autograd_aot.symbolic import input_symbols, lower_symbolic
 from torchsmith.autograd_aot.trace import TracedProgram
+from torchsmith.autograd_aot.user_warning import warn_at_user
 from torchsmith.autograd_aot.views import first_tensor_arg
 from torchsmith.ir import Graph, IRError, Slice, SymIntType, TensorType, compile_to_python, evaluate, interpret
 from torchsmith.ir.interpreter import bind_symbols, run_node
@@ -410,7 +410,7 @@ class AotFunction:
             log.info("%s", message)
         else:
             self.warned_eager = True
-            warnings.warn(message, stacklevel=3)
+            warn_at_user(message)
         if self._eager_fn is None:
             self._eager_fn = compile_to_python(self.graph)
         return list(self._eager_fn(*args))
