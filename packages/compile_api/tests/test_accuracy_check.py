@@ -207,15 +207,24 @@ def test_wrong_decomposition_names_prims_and_the_gelu_node(fresh_cache, monkeypa
         torch.testing.assert_close(compiled(x, w), f(x, w))
 
 
-def test_repro_script_runs_as_a_program(fresh_cache, monkeypatch):
+@pytest.mark.parametrize("stage", ["prims", "inductor"])
+def test_repro_script_runs_as_a_program(stage, fresh_cache, monkeypatch):
+    from torchsmith.inductor.lower import LOWERINGS
     from torchsmith.prims.decompose import DECOMPOSITIONS
 
-    monkeypatch.setitem(DECOMPOSITIONS, "aten.gelu.default", _wrong_gelu)
-    compiled = torchsmith.compile(mlp(), options=check_options(fresh_cache))
-    with pytest.warns(AccuracyWarning, match="aten.gelu.default"):
+    if stage == "prims":
+        monkeypatch.setitem(DECOMPOSITIONS, "aten.gelu.default", _wrong_gelu)
+        op = "aten.gelu.default"
+    else:
+        monkeypatch.setitem(LOWERINGS, "prims.exp", _wrong_unary("prims.exp", "prims.expm1"))
+        op = "prims.exp"
+    compiled = torchsmith.compile(
+        lambda x: torch.nn.functional.gelu(x).exp(), options=check_options(fresh_cache)
+    )
+    with pytest.warns(AccuracyWarning, match=op):
         compiled(torch.randn(2, 8))
     folder = only_folder(fresh_cache)
-    # A new process has the right decomposition table: the script says the stage now agrees.
+    # A new process has the right tables: the script runs the stage and says it now agrees.
     done = subprocess.run(
         [sys.executable, "repro.py"],
         cwd=folder,
@@ -225,7 +234,7 @@ def test_repro_script_runs_as_a_program(fresh_cache, monkeypatch):
         env={**os.environ, "TORCHSMITH_COMPILE_CACHE": "0"},
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "stage prims" in done.stdout and "aten.gelu.default" in done.stdout
+    assert f"stage {stage}" in done.stdout and op in done.stdout
     assert "no mismatch" in done.stdout
 
 

@@ -99,6 +99,7 @@ def _max_error(expected, actual, tolerances: dict):
 
 def compare(manifest: dict, graph_file: str, inputs_file: str, training: bool):
     """(index, max error) of the first output of the stage that differs from the interpreter's, or None."""
+    import torchsmith.prims  # noqa: F401  (registers the prims ops the graph may hold)
     from torchsmith.ir import load
 
     graph = load(HERE / graph_file)
