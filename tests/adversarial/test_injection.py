@@ -1,6 +1,7 @@
 """User text (file and function names, graph names, node sources, buffer names, origins) never runs
 as code and never lands in generated C++, Triton or Python source outside a comment or a string."""
 
+import ast
 import importlib.util
 import json
 import os
@@ -9,6 +10,8 @@ import types
 import pytest
 import torch
 from adversarial_corpus import code_lines_holding, outcome, payloads, record
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from torchsmith.inductor.compile_fx import to_prims
 from torchsmith.inductor.cpp_build import KERNEL_MARK
@@ -17,7 +20,14 @@ from torchsmith.inductor.loop_ir_json import LoopIRFormatError, program_from_jso
 from torchsmith.inductor.lower import lower
 from torchsmith.inductor.triton_codegen import generate_triton
 from torchsmith.ir import compile_to_python, dumps, interpret, loads, parse_graph, verify
-from torchsmith.ir.codegen_text import IdentifierNamer, cpp_comment, cpp_string, identifier, python_comment
+from torchsmith.ir.codegen_text import (
+    IdentifierNamer,
+    cpp_comment,
+    cpp_string,
+    identifier,
+    python_comment,
+    python_string,
+)
 
 GRAPH = """graph g(%inp: f32[4, 8] cpu):
   %a: f32[4, 8] cpu = aten.sin.default(%inp)
@@ -173,3 +183,15 @@ def test_escapers_keep_text_on_one_line_and_round_trip():
     names = [namer.name(t) for t in ("a.b", "a_b", "a-b", "int", "1x", "", "__x", "é")]
     assert len(set(names)) == len(names) and all(n.isidentifier() and n.isascii() for n in names)
     assert identifier("return").isidentifier() and identifier("return") != "return"
+
+
+@given(st.text(max_size=200))
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+def test_any_text_stays_one_comment_or_one_string(text):
+    tree = ast.parse(f"# {python_comment(text)}\nx = {python_string(text)}\n")
+    ok = len(tree.body) == 1 and ast.literal_eval(tree.body[0].value) == text
+    ok = ok and all(c not in cpp_comment(text) for c in "\n\r") and not cpp_comment(text).endswith("\\")
+    literal = cpp_string(text)
+    ok = ok and literal.count('"') == 2 and "\\\n" not in literal
+    record("escapers: random text", "accepted" if ok else "wrong")
+    assert ok
