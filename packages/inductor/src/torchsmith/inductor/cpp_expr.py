@@ -76,6 +76,8 @@ BINARY_CPP = {
 BOOL_CPP = {"add": "{0} || {1}", "mul": "{0} && {1}", "bitwise_not": "!{0}", "maximum": "{0} || {1}",
             "minimum": "{0} && {1}"}  # fmt: skip
 
+_COMPLEX = (torch.complex64, torch.complex128)
+
 # Ops whose result is one of their operands (or a bool): a 16-bit result needs no rounding.
 _EXACT = {"where", "neg", "abs", "maximum", "minimum", "floor", "ceil", "round", "trunc", "sign"}
 
@@ -108,6 +110,9 @@ def cpp_op(op: Op, args: list[str]) -> str:
             arg = f"({arg} + {a}(0))"
         code = f"{libm_call(LIBM_UNARY[op.op], a)}({arg})"
         return round_code(code, op.dtype) if op.dtype in HALF_DTYPES else code
+    if op.op == "div" and not operand.is_floating_point and operand not in (torch.bool, *_COMPLEX):
+        # Integer division checks its divisor (cpp_prelude's int_div): zero raises after the kernel.
+        return f"ts::int_div<{fmt['A']}>({args[0]}, {args[1]})"
     table = UNARY_CPP if len(args) == 1 else BINARY_CPP
     if op.op not in table:
         raise CodegenError(f"no C++ form for elementwise op {op.op!r} with {len(args)} operands")

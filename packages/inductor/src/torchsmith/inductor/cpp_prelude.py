@@ -50,13 +50,48 @@ template <typename T> inline T minimum(T a, T b) {
   return a < b ? a : b;
 }
 
+// Set by an integer division or modulo by zero since the wrapper last looked (ts_take_zero_division):
+// the kernel goes on with divisor 1 instead of trapping (SIGFPE), and the wrapper raises eager's
+// RuntimeError after it. `inline`: one instance per library even when compiled in parts.
+inline int32_t zero_division = 0;
+
+template <typename T> inline T checked_divisor(T b) {
+  if (__builtin_expect(b == 0, 0)) {
+    __atomic_store_n(&zero_division, 1, __ATOMIC_RELAXED);
+    return T(1);
+  }
+  return b;
+}
+
+// C's truncating division, which is what PyTorch's integer div computes; the most negative value
+// divided by -1 wraps around (the hardware traps on it) and a zero divisor is recorded.
+template <typename T> inline T int_div(T a, T b) {
+  b = checked_divisor(b);
+  if constexpr (T(-1) < T(0)) {
+    if (b == T(-1)) {
+      using U = typename unsigned_of<T>::type;
+      return static_cast<T>(U(0) - static_cast<U>(a));
+    }
+  }
+  return static_cast<T>(a / b);
+}
+
+// a % b with C's sign rule (fmod's); b == -1 gives 0 without the trapping instruction.
+template <typename T> inline T int_mod(T a, T b) {
+  b = checked_divisor(b);
+  if constexpr (T(-1) < T(0)) {
+    if (b == T(-1)) return T(0);
+  }
+  return static_cast<T>(a % b);
+}
+
 template <typename T> inline T remainder(T a, T b) {
   if constexpr (is_fp<T>::value) {
     T r = c_fmod(a, b);
     if (r != 0 && ((r < 0) != (b < 0))) r += b;
     return r;
   } else {
-    T r = a % b;
+    T r = int_mod(a, b);
     if (r != 0 && ((r < 0) != (b < 0))) r += b;
     return r;
   }
@@ -64,7 +99,7 @@ template <typename T> inline T remainder(T a, T b) {
 
 template <typename T> inline T fmod(T a, T b) {
   if constexpr (is_fp<T>::value) return c_fmod(a, b);
-  else return a % b;
+  else return int_mod(a, b);
 }
 
 template <typename T> inline T pow(T a, T b) {
@@ -175,4 +210,9 @@ template <bool IsMax, typename T> inline bool arg_better(T v, int64_t i, T bv, i
 }
 
 }  // namespace ts
+
+// Weak: each part of a split translation unit defines it; the linker keeps one.
+extern "C" __attribute__((weak)) int32_t ts_take_zero_division(void) {
+  return __atomic_exchange_n(&ts::zero_division, 0, __ATOMIC_RELAXED);
+}
 """

@@ -88,7 +88,10 @@ class CompiledGraph:
             ]
         from torchsmith.inductor.cpp_indirect import index_check
 
+        from torchsmith.inductor.cpp_zero_division import zero_division_check
+
         self._check = index_check(library, program)
+        self._zero_check = zero_division_check(library, program)
         self._threads = _openmp_threads(threads) if threads is not None and self._run else None
 
     # ---- compile-time preparation of the steps ----------------------------------------------------
@@ -206,8 +209,12 @@ class CompiledGraph:
         else:
             for run in self._run:
                 run(values, bindings, symbol_values, scratch)
+        # Both flags are taken before either error is raised: neither may outlive this call.
+        zero_division = self._zero_check() if self._zero_check is not None else None
         if self._check is not None:
             self._check()
+        if zero_division is not None:
+            raise zero_division
         outputs = []
         for slot, view in self._outputs:
             base = values[slot]
