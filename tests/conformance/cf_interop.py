@@ -106,6 +106,9 @@ def interpolate_cat_pad_pixel_shuffle():
             torch.cat([x, z], 1),
             torch.cat([x, x], 0),
             F.pad(x, (1, 1, 1, 1)),
+            F.pad(x, (1, 2, 1, 1), mode="reflect"),
+            F.pad(x, (2, 2, 1, 1), mode="replicate"),
+            F.channel_shuffle(y, 2),
             torch.stack([x, y[:, :3]]),
         )
 

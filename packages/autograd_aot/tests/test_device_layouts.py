@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from torchsmith.autograd_aot import trace
 from torchsmith.autograd_aot.device_layouts import with_device_layout
@@ -63,3 +64,30 @@ def test_probe_uses_small_inputs_and_keeps_strided_and_transposed_arguments(tran
 def test_other_ops_are_left_as_the_meta_kernel_says():
     result = torch.empty(2, 3, 4, 5, device="meta")
     assert with_device_layout("aten.relu.default", (result,), result, "cpu") is result
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda t: torch.nn.functional.pad(t, (1, 2, 1, 1), mode="reflect"),
+        lambda t: torch.nn.functional.pad(t, (2, 2, 1, 1), mode="replicate"),
+        lambda t: torch.nn.functional.channel_shuffle(t, 2),
+    ],
+    ids=["reflection_pad", "replication_pad", "channel_shuffle"],
+)
+def test_padding_and_shuffle_keep_the_cpu_kernels_channels_last(fn):
+    x = torch.randn(2, 6, 4, 5).contiguous(memory_format=CL)
+    expected = fn(x)
+    meta = fn(x.to("meta"))
+    assert meta.stride() != expected.stride()  # torch's meta kernel disagrees with the CPU kernel
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            result = func(*args, **(kwargs or {}))
+            self.seen = (str(func).replace("aten::", "aten."), args, result)
+            return result
+
+    with Record() as mode:
+        fn(x.to("meta"))
+    op, args, result = mode.seen
+    op = op if op.count(".") == 2 else op + ".default"
+    assert with_device_layout(op, args, result, "cpu").stride() == expected.stride()

@@ -1,36 +1,56 @@
 """Output layouts that torch's meta kernels get wrong for the real device.
 
 The trace runs ATen ops on meta tensors and records the strides the meta kernels report; for
-pointwise ops, views, reductions, pooling, cat and `*_like` those are eager's. A convolution is the
-exception: its layout is chosen by the backend that runs it (oneDNN on CPU returns a channels-last
-result when the input or the weight is channels-last, except for float64 or when the slow path
-runs; cuDNN has its own rule), while the meta kernel answers contiguous for every channels-last
-input. So the trace asks the real kernel: it runs the convolution once on the real device with the
-same batch, channels, weight, dtype, layouts and arguments but the smallest spatial sizes that still
-give an output of at least 2 per spatial dim, and lays the meta result out the way the real result
-is (channels-last or contiguous). Later meta ops then see the layout eager's ops see.
+pointwise ops, views, reductions, most pooling, cat and `*_like` those are eager's. A few kernels
+choose their layout themselves and their meta twins say contiguous for a channels-last input:
+convolution (oneDNN returns channels-last when the input or the weight is, except for float64 or
+when the slow path runs; cuDNN has its own rule), `native_group_norm`, reflection and replication
+padding, channel shuffle. For those the trace asks the real kernel: it runs the op once on the real
+device on zero tensors laid out like the arguments, with smaller spatial sizes where the op allows
+(a convolution: the smallest that still give an output of at least 2 per spatial dim; the others:
+at most 8, or the real size when the op needs more), and lays the meta result out the way the real
+result is (channels-last or contiguous). Later meta ops then see the layout eager's ops see.
 """
 
 import torch
 
 CONVOLUTION = "aten.convolution.default"
+# Ops (other than convolution) whose first output's layout the real kernel decides, by the size
+# their probe keeps for each spatial dim: None keeps the real sizes (the pads need them).
+PROBED = {
+    "aten.native_group_norm.default": 8,
+    "aten.reflection_pad1d.default": None,
+    "aten.reflection_pad2d.default": None,
+    "aten.reflection_pad3d.default": None,
+    "aten.replication_pad1d.default": None,
+    "aten.replication_pad2d.default": None,
+    "aten.replication_pad3d.default": None,
+    "aten.channel_shuffle.default": 8,
+    "aten.native_channel_shuffle.default": 8,
+}
 
 # The channels-last formats by the rank of the tensor they apply to.
 _CHANNELS_LAST = {4: torch.channels_last, 5: torch.channels_last_3d}
 
 
 def with_device_layout(op: str, args, result, device: str):
-    """`result` (a meta tensor) laid out as `op` lays it out on `device`; `result` itself for ops
-    whose meta kernels already say what eager does."""
-    if op != CONVOLUTION or not isinstance(result, torch.Tensor) or result.dim() not in _CHANNELS_LAST:
+    """`result` (a meta tensor, or a tuple whose first item is one) laid out as `op` lays it out on
+    `device`; `result` itself for ops whose meta kernels already say what eager does."""
+    if op != CONVOLUTION and op not in PROBED:
         return result
-    if any(isinstance(a, torch.Tensor) and a.device.type != "meta" for a in args[:3]):
+    if isinstance(result, tuple) and result and isinstance(result[0], torch.Tensor):
+        return (with_device_layout(op, args, result[0], device), *result[1:])
+    if not isinstance(result, torch.Tensor) or result.dim() not in _CHANNELS_LAST:
+        return result
+    if any(isinstance(a, torch.Tensor) and a.device.type != "meta" for a in args):
         return result
     fmt = _CHANNELS_LAST[result.dim()]
     try:
-        probe = _probe_convolution(args, device)
-    except (RuntimeError, ValueError):  # the real kernel refuses: the real call will say why
+        probe = _probe_convolution(args, device) if op == CONVOLUTION else _probe(op, args, device)
+    except (RuntimeError, ValueError, IndexError):  # the real kernel refuses: the real call will say why
         return result
+    if isinstance(probe, tuple):
+        probe = probe[0]
     if probe.is_contiguous(memory_format=fmt) and not probe.is_contiguous():
         layout = torch.empty(result.shape, dtype=result.dtype, device="meta", memory_format=fmt)
     elif probe.is_contiguous() and not result.is_contiguous():
@@ -55,6 +75,28 @@ def _probe_convolution(args, device: str) -> torch.Tensor:
         return torch.ops.aten.convolution.default(
             real_input, real_weight, real_bias, stride, padding, dilation, transposed, output_padding, groups
         )
+
+
+def _probe(op: str, args, device: str):
+    """`op` run on `device` on zero stand-ins of its tensor arguments, the first one's spatial dims
+    (those after batch and channels) cut to PROBED[op] (sizes that later arguments name, such as a
+    group norm's N and HxW, follow)."""
+    keep = PROBED[op]
+    first = args[0]
+    sizes = list(first.shape)
+    if keep is not None:
+        sizes = sizes[:2] + [min(int(n), keep) for n in sizes[2:]]
+    real = [_like(first, sizes, device)]
+    for a in args[1:]:
+        real.append(_like(a, list(a.shape), device) if isinstance(a, torch.Tensor) else a)
+    if op == "aten.native_group_norm.default":  # (input, weight, bias, N, C, HxW, group, eps)
+        hxw = 1
+        for n in sizes[2:]:
+            hxw *= n
+        real[5] = hxw
+    packet = getattr(torch.ops.aten, op.split(".")[1])
+    with torch.no_grad():
+        return getattr(packet, op.split(".")[2])(*real)
 
 
 def _at(values, d: int) -> int:
