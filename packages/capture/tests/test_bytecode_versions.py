@@ -169,3 +169,35 @@ def test_313_fused_instructions_are_normalized():
 
     names = {ins.opname for ins in normalize(f.__code__)}
     assert not names & {"LOAD_FAST_LOAD_FAST", "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST", "CALL_KW"}
+
+
+def test_break_inside_a_split_instruction_resumes_at_the_whole_instruction(compile_with, backend):
+    np = pytest.importorskip("numpy")
+
+    def f(x):
+        y = x * 2
+        a = y.numpy()  # a graph break: NumPy runs eagerly
+        b = a[1:]  # 3.12+: BINARY_SLICE, split in two; the break is inside it
+        return torch.as_tensor(np.ascontiguousarray(b)) + y.sum()
+
+    x = torch.arange(4.0)
+    compiled = compile_with(f)
+    torch.testing.assert_close(compiled(x), f(x))
+    reasons = [str(r.break_reason) for r in compiled.session.records if r.break_reason is not None]
+    assert not any("cannot resume" in r for r in reasons), reasons
+    assert len(backend.graphs) >= 2  # the code after the slice is captured again
+
+
+def test_break_inside_a_split_slice_store_resumes_after_it(compile_with, backend):
+    pytest.importorskip("numpy")
+
+    def f(x):
+        y = x + 1
+        a = y.numpy()
+        a[1:3] = 7.0  # 3.12+: STORE_SLICE, split in two; runs natively and writes through to y
+        return y * 2
+
+    x = torch.arange(5.0)
+    compiled = compile_with(f)
+    torch.testing.assert_close(compiled(x), f(x))
+    assert len(backend.graphs) == 2  # the code after the slice store is captured again

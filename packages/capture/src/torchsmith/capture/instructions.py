@@ -225,6 +225,14 @@ def _offset_index(raw, pending):
     return lambda off: mapping[off]
 
 
+def start_of_original(instructions: list[Instruction], index: int) -> int:
+    """The index of the first normalized instruction made from the same original instruction as
+    `index` (a graph break inside a split instruction resumes at the whole original one)."""
+    while index > 0 and instructions[index - 1].offset == instructions[index].offset:
+        index -= 1
+    return index
+
+
 def index_of_offset(instructions: list[Instruction], offset: int) -> int:
     """The index of the first instruction at byte `offset` or later."""
     for i, ins in enumerate(instructions):

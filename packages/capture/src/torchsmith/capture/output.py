@@ -253,6 +253,18 @@ class Codegen:
             # it runs in the resume function, whose exception table catches what it raises)
             stack = self.native_instruction(ins, stack)
             resumes.append(self.resume_call(frame, index + 1, stack, captured=True, dispatch=resume_dispatch))
+        elif self.is_split_slice(frame.instructions, index):
+            # 3.12+'s BINARY_SLICE/STORE_SLICE, split into BUILD_SLICE + subscript: the slice is built
+            # and the subscript runs natively, and the code after the original instruction is captured
+            *stack, container, start, stop = stack
+            part = f"{self.expr(container)}[{self.ns.name_of(slice)}({self.expr(start)}, {self.expr(stop)})]"
+            if frame.instructions[index + 1].opname == "STORE_SUBSCR":
+                value = stack.pop()
+                self.lines.append(f"{part} = {self.expr(value)}")
+            else:
+                self.lines.append(f"__r = {part}")
+                stack.append("__r")
+            resumes.append(self.resume_call(frame, index + 2, stack, captured=True, dispatch=resume_dispatch))
         else:
             resumes.append(self.resume_call(frame, index, stack, captured=False, dispatch=resume_dispatch))
         self.lines.append(f"return {resumes[-1]}")
@@ -275,6 +287,20 @@ class Codegen:
         for i, (_, cell) in enumerate(cells):
             if cell.contents is not None:
                 self.lines.append(f"__cell{i}.cell_contents = {self.expr(cell.contents)}")
+
+    @staticmethod
+    def is_split_slice(instructions, index: int) -> bool:
+        """Whether `index` starts a BINARY_SLICE/STORE_SLICE that normalization split in two."""
+        ins = instructions[index]
+        following = instructions[index + 1] if index + 1 < len(instructions) else None
+        return (
+            ins.opname == "BUILD_SLICE"
+            and ins.arg == 2
+            and following is not None
+            and following.offset == ins.offset
+            and following.opname in ("BINARY_SUBSCR", "STORE_SUBSCR")
+            and following.exception is None
+        )
 
     def native_instruction(self, ins, stack: list) -> list:
         """Code running `ins` (one of NATIVE_ONE_INSTRUCTION) on the values of `stack`; returns the

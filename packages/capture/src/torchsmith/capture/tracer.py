@@ -15,7 +15,7 @@ import torch
 from torchsmith.capture.calls import CallOps
 from torchsmith.capture.errors import Unsupported
 from torchsmith.capture.guards import GuardSet, Namespace
-from torchsmith.capture.instructions import Instruction, normalize
+from torchsmith.capture.instructions import Instruction, normalize, start_of_original
 from torchsmith.capture.numpy_values import NumpyVar, is_numpy_value
 from torchsmith.capture.objects import DataclassOps
 from torchsmith.capture.ops_attr import AttributeOps
@@ -190,7 +190,7 @@ class Tracer(StackOps, ControlOps, PythonOps, AttributeOps, DataclassOps, CallOp
             except Unsupported as e:
                 e.located(frame.code.co_filename, ins.line)
                 if frame.depth == 0 and getattr(e, "root_index", None) is None:
-                    e.root_index = index
+                    e.root_index = start_of_original(instructions, index)
                 raise
             except RecursionError as e:
                 raise Unsupported("recursion too deep while capturing").located(
