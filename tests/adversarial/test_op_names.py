@@ -107,3 +107,9 @@ def test_the_table_covers_what_capture_records():
     ops = {node.op for graph in graphs for node in graph.nodes}
     assert ops and all(op in python_op_table() or lookup_op(op) for op in ops)
     assert {"torch.nn.functional.gelu", "torch.Tensor.softmax", "torch.einsum"} <= ops
+
+
+def test_real_ops_spelled_as_dunders_still_resolve():
+    # ATen names its shift operators with dunders; the lookup must keep them
+    assert lookup_op("aten.__lshift__.Scalar").eager is torch.ops.aten.__lshift__.Scalar
+    assert lookup_op("torch.Tensor.__lshift__").eager is torch.Tensor.__lshift__

@@ -237,8 +237,9 @@ def _resolve_aten(name: str) -> OpDef:
         raise UnknownOpError(f"aten op {name!r} must be written aten.<op>.<overload>, e.g. aten.add.Tensor")
     if parts[1] in ATEN_EXCLUDED:
         raise UnknownOpError(f"op {name!r} reads or maps files; a graph may not call it")
-    if any(p.startswith("__") for p in parts[1:]):
-        raise UnknownOpError(f"unknown op {name!r}: torch.ops.aten has no {parts[1]}.{parts[2]}")
+    # aten has operators spelled as dunders (aten.__lshift__.Scalar); the type checks below refuse
+    # whatever else the lookup meets (aten.__class__.__init__ is no OpOverload)
+    packet = None
     try:
         packet = getattr(torch.ops.aten, parts[1], None)
         overload = getattr(packet, parts[2], None) if packet is not None else None
