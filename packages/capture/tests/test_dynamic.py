@@ -71,9 +71,34 @@ def test_returned_sizes_are_computed_at_run_time(compile_with):
 
 def test_unfittable_size_specializes(compile_with, backend):
     def f(x):
-        return torch.nn.functional.max_pool1d(x, 3)  # floor(s0 / 3): not affine
+        n = x.shape[0]
+        return x.sum() + torch.tril_indices(n, n).sum(0)  # s0 * (s0 + 1) / 2: no fitted form
 
     compiled = compile_with(f, dynamic=True)
-    x = torch.randn(1, 2, 7)
+    x = torch.randn(7)
     torch.testing.assert_close(compiled(x), f(x))
     assert any("== 7" in g for g in compiled.session.records[0].guards)
+
+
+def test_a_pool_size_is_the_floor_division_by_its_kernel(compile_with, backend):
+    def f(x):
+        return torch.nn.functional.max_pool1d(x, 3)
+
+    compiled = compile_with(f, dynamic=True)
+    for n in (7, 10, 13, 8):
+        x = torch.randn(1, 2, n)
+        torch.testing.assert_close(compiled(x), f(x))
+    assert len(backend.graphs) == 1
+    assert str(backend.graphs[0].outputs[0].type) == "f32[1, s0, s1 // 3] cpu"
+
+
+def test_a_strided_pool_size_is_guarded_on_its_residue(compile_with, backend):
+    def f(x):
+        return torch.nn.functional.max_pool1d(x, 4, stride=3)  # (s0 - 1) // 3: no argument holds it
+
+    compiled = compile_with(f, dynamic=True)
+    for n in (7, 10, 13, 8):
+        x = torch.randn(1, 2, n)
+        torch.testing.assert_close(compiled(x), f(x))
+    assert len(backend.graphs) == 2  # 8 has another residue mod 3 than 7, 10 and 13
+    assert any("% 3 == 1" in g for g in compiled.session.records[0].guards)

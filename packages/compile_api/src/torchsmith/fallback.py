@@ -10,8 +10,8 @@ Failures at call time (a built-in backend compiling a new input signature lazily
 code refusing inputs, a size expression that cannot be evaluated at a new size) fall back the same
 way, but only for the built-in AOT runtime (a custom backend that returns it unchanged included):
 it writes mutated inputs back after the forward and the output views have run, so a call that
-failed has changed nothing and can be re-run eagerly. A custom backend's compiled code may have mutated its inputs before failing, so
-its run-time errors propagate unchanged.
+failed has changed nothing and can be re-run eagerly. Any other custom backend's compiled code may
+have mutated its inputs before failing, so its run-time errors propagate unchanged.
 """
 
 import inspect

@@ -30,7 +30,16 @@ from torchsmith.autograd_aot.symbolic import input_symbols, lower_symbolic
 from torchsmith.autograd_aot.trace import TracedProgram
 from torchsmith.autograd_aot.user_warning import warn_at_user
 from torchsmith.autograd_aot.views import first_tensor_arg
-from torchsmith.ir import Graph, IRError, Slice, SymIntType, TensorType, compile_to_python, evaluate, interpret
+from torchsmith.ir import (
+    Graph,
+    IRError,
+    Slice,
+    SymIntType,
+    TensorType,
+    compile_to_python,
+    evaluate,
+    interpret,
+)
 from torchsmith.ir.interpreter import bind_symbols, run_node
 
 Compiler = Callable[[Graph, list], Callable]

@@ -17,8 +17,9 @@ Symbols the backward needs but cannot read from its tensor inputs' shapes are pa
 saved ints (`aten.sym_size.int` in the forward).
 
 Limits: the only size guards are "every symbol >= 2", the size conditions and the input shapes;
-behaviour that the hint points agree on but smaller sizes would change (a constant slice bound past the end of a short
-dimension) is not guarded. ATen still computes the right values there, but declared types can be off.
+behaviour that the hint points agree on but smaller sizes would change (a constant slice bound past
+the end of a short dimension) is not guarded. ATen still computes the right values there, but
+declared types can be off.
 """
 
 import dataclasses
@@ -34,6 +35,7 @@ from torchsmith.autograd_aot.trace import OutputSpec
 from torchsmith.ir import ArgList, Graph, Node, Slice, SymIntType, TensorType, Value, evaluate, symbol
 from torchsmith.ir.interpreter import bind_symbols
 from torchsmith.ir.symbolic import FloorDiv, floordiv
+
 
 class _NoFit(Exception):
     """The lowered graphs differ in a way that is not an affine function of the symbols."""
