@@ -13,6 +13,7 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
 import cf_breaks  # noqa: E402,F401 - importing registers the programs
+import cf_breaks_more  # noqa: E402,F401
 import cf_dynamic  # noqa: E402,F401
 import cf_dynamic_more  # noqa: E402,F401
 import cf_guards  # noqa: E402,F401

@@ -192,6 +192,8 @@ class CallOps(BuiltinOps, PythonStateOps):
                 return read
         if is_context_var_method(value):
             return self.context_var_call(value, fn.source, args, kwargs)
+        if isinstance(value, functools._lru_cache_wrapper):
+            return self.call_memoized(value, args, kwargs)
         if isinstance(value, weakref.ReferenceType):
             return self.wrap(value(), f"{fn.source}()" if fn.source else None)
         inner = getattr(value, "_torchsmith_captured_fn", None)

@@ -1,4 +1,4 @@
-"""`id()` and `contextvars.ContextVar` in captured code.
+"""`id()`, `contextvars.ContextVar` and `functools.lru_cache` functions in captured code.
 
 `id(obj)` is a constant when the object's identity is pinned: it is read through a source and
 guarded with `is`, or it is a module, class or function (objects that live as long as the code
@@ -69,6 +69,19 @@ class PythonStateOps:
             if seen_tracker is tracker:
                 return value
         return None
+
+    def call_memoized(self, fn, args, kwargs):
+        """A `functools.lru_cache`/`cache` function called with constants (`is_torch_available()`):
+        called now, as the eager call would (filling its cache), and its answer is a constant of
+        the graph; the cache promises the same answer for the same arguments. An answer that is
+        not a plain constant, or a call with traced values, is a graph break."""
+        tracked = [*args, *kwargs.values()]
+        if not all(isinstance(a, ConstVar) and _is_immutable_constant(a.value) for a in tracked):
+            raise Unsupported(f"call to {fn.__qualname__} (functools.lru_cache) with non-constant arguments")
+        result = fn(*[a.value for a in args], **{k: v.value for k, v in kwargs.items()})
+        if not _is_immutable_constant(result):
+            raise Unsupported(f"{fn.__qualname__} (functools.lru_cache) returned a {type(result).__name__}")
+        return ConstVar(result)
 
     def context_var_call(self, method, fn_source: str | None, args, kwargs):
         """`var.get(...)`, `var.set(value)` or `var.reset(token)` on the shadow of `var`."""
