@@ -338,6 +338,22 @@ def default_device_set_between_calls():
     return f, [(T(2),), set_cpu, (T(2),), unset, (T(2),)]
 
 
+@program(S, graphs=1)  # the call under autocast runs eagerly; the next one reuses the graph
+def autocast_switched_on_between_calls():
+    torch.set_autocast_enabled("cpu", False)
+
+    def f(x, w):
+        return (x @ w).relu(), torch.is_autocast_enabled("cpu")
+
+    def on():
+        torch.set_autocast_enabled("cpu", True)
+
+    def off():
+        torch.set_autocast_enabled("cpu", False)
+
+    return f, [(T(4, 4), T(4, 4)), on, (T(4, 4), T(4, 4)), off, (T(4, 4), T(4, 4))]
+
+
 # ----------------------------------------------------------------- attributes added or removed
 
 

@@ -9,7 +9,7 @@ import re
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from torchsmith.capture.pysource import attribute, identifier, keyword_arguments, set_attribute, string_literal
@@ -98,6 +98,7 @@ def test_any_attribute_name_matches_eager(compile_with, name, value):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(keys=st.lists(st.text(max_size=8), min_size=1, max_size=4, unique=True))
 def test_any_dict_keys_and_keyword_names_match_eager(compile_with, keys):
+    assume("x" not in keys)  # `inner(x, x=...)` raises in eager too
     def inner(x, **kw):
         return x * sum(kw.values())
 
@@ -125,6 +126,7 @@ def test_string_literal_is_exact_and_has_no_syntax_characters(text):
 @settings(max_examples=200, deadline=None)
 @given(name=st.text(), value_name=st.sampled_from(["v", "K3"]))
 def test_attribute_spellings_parse_and_keep_the_name(name, value_name):
+    assume(not (name.startswith("__") and name.endswith("__")))  # __dict__, __class__ take no int
     class Box:
         pass
 

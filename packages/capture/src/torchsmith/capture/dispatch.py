@@ -22,6 +22,7 @@ from torchsmith.capture.errors import (
     RecompileLimitError,
     Unsupported,
 )
+from torchsmith.capture.guards import autocast_state
 from torchsmith.capture.output import Codegen, compile_run
 from torchsmith.capture.python_state import refuse_open_context_sets
 from torchsmith.capture.tracer import Tracer
@@ -136,6 +137,12 @@ class CaptureSession:
 
     def capture(self, code, globals_, closure, L) -> Entry | None:
         """Capture one entry; None when the code must run eagerly (and remember that)."""
+        if autocast_state() is not None:
+            # capture infers types on meta tensors, where autocast does not apply: a graph traced
+            # now would declare float32 where the call makes bfloat16. This call runs eagerly;
+            # the next one without autocast captures as usual.
+            log.info("%s runs eagerly: autocast is enabled", code.co_qualname)
+            return None
         try:
             return self._capture(code, globals_, closure, L)
         except _BackendFailed as failed:

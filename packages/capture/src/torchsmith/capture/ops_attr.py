@@ -131,7 +131,7 @@ class AttributeOps:
         root = self.attribute_root(obj)
         if isinstance(value, type) or not hasattr(type(value), "__mro__"):
             return self._plain_attribute(obj, name, root)
-        if isinstance(value, torch.nn.Module) and name in MODULE_ITERATORS:
+        if isinstance(value, torch.nn.Module) and name in MODULE_ITERATORS and name not in value.__dict__:
             return BuiltinMethodVar(obj, name)
         for klass in type(value).__mro__:
             if name in klass.__dict__:

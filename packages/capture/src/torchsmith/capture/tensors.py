@@ -204,7 +204,9 @@ def _infer_result(op: str, fn, args: tuple, kwargs: dict, grad_enabled: bool):
     device = _explicit_device(op, args, kwargs)
     if device is None:  # like torch: a CUDA operand wins over CPU scalars
         non_cpu = [t.device for t in tensor_types if t.device != "cpu"]
-        device = non_cpu[0] if non_cpu else (tensor_types[0].device if tensor_types else "cpu")
+        # a factory call without a device goes where set_default_device / `with torch.device` says
+        fallback = str(default_device() or "cpu")
+        device = non_cpu[0] if non_cpu else (tensor_types[0].device if tensor_types else fallback)
     if op in ("torch.Tensor.to", "torch.Tensor.cuda", "torch.Tensor.cpu"):
         # moving between devices keeps the type but for the device: run it as a same-device op
         args = tuple(a for a in args if not _is_device_like(a))
