@@ -39,7 +39,7 @@ CHILD = textwrap.dedent(
 
     dtype = getattr(torch, sys.argv[1])
     signed = dtype.is_signed
-    a = torch.tensor([7, 1, 0, 5, 9, 100, 3, 8] if not signed else [7, -1, 0, -5, 9, -100, 3, -8], dtype=dtype)
+    a = torch.tensor([7, -1, 0, -5, 9, -100, 3, -8] if signed else [7, 1, 0, 5, 9, 100, 3, 8], dtype=dtype)
     b_zero = torch.tensor([2, 3, 0, 1, 4, 7, 5, 3] if not signed else [2, -3, 0, 1, -4, 7, 5, 3], dtype=dtype)
     b_nonzero = b_zero.clone()
     b_nonzero[2] = 6
@@ -122,7 +122,9 @@ EDGE_CHILD = textwrap.dedent(
 
 def test_division_edge_cases_do_not_crash(tmp_path):
     env = dict(os.environ, TORCHSMITH_CACHE_DIR=str(tmp_path))
-    done = subprocess.run([sys.executable, "-c", EDGE_CHILD], env=env, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [sys.executable, "-c", EDGE_CHILD], env=env, capture_output=True, text=True, timeout=900
+    )
     assert done.returncode == 0, f"exit code {done.returncode}:\n{done.stderr[-3000:]}"
     results = json.loads(done.stdout.strip().splitlines()[-1])
     assert results == {

@@ -23,7 +23,9 @@ print(json.dumps({"value": library.torchsmith_cache_probe(4), "compiled": BUILD_
 
 def test_second_process_hits_the_disk_cache():
     assert load_library(SOURCE).torchsmith_cache_probe(2) == 7
-    assert (cache_dir() / build_key(SOURCE)[:2] / f"{build_key(SOURCE)}.so").exists()
+    key = build_key(SOURCE)
+    assert (cache_dir() / key[:2] / f"{key}.json").exists()
+    assert len(list((cache_dir() / key[:2]).glob(f"{key}.*.so"))) == 1
     done = subprocess.run(
         [sys.executable, "-c", SECOND_PROCESS, SOURCE],
         capture_output=True,

@@ -1,43 +1,48 @@
 """On-disk cache of compile results, so that a new process compiling a graph it compiled before
 skips the work: the decomposition of an ATen graph to prims, and the lowering, fusion and C++
-generation of a prims graph (the C++ build has its own cache, by source hash).
+generation of a prims graph (the C++ build has its own cache, by source hash: cpp_build.py).
 
-Entries live in `$TORCHSMITH_CACHE_DIR/inductor_programs` (default `~/.cache/torchsmith`), one
-file per key: the sha256 of the input graph's serialized IR, the options that change the result,
-and `code_version()`: a hash of the torchsmith.ir, .prims and .inductor sources and the torch
-version, so that any change to the compiler misses instead of reusing what older code produced.
-Values are pickled (loop IR, fusion plan and source; or prims IR as JSON text): the cache dir is
-the user's own, as for the C++ libraries. A file that cannot be read counts as a miss.
-Ops, decompositions and lowerings registered from outside torchsmith are part of the key too.
-`TORCHSMITH_COMPILE_CACHE=0` turns the cache off.
+Entries live in `$TORCHSMITH_CACHE_DIR/inductor_programs` (default `~/.cache/torchsmith`; private
+and bounded in size, see cache_files.py), one JSON file per key. A key is the sha256 of the input
+graph's serialized IR, the options that change the result, and `code_version()`: a hash of the
+torchsmith.ir, .prims and .inductor sources and the torch version, so that any change to the
+compiler misses instead of reusing what older code produced. Ops, decompositions and lowerings
+registered from outside torchsmith are part of the key too.
 
-On the 2-core machine, GPT-2's inference graph took ~0.3 s to lower, inline and schedule, and
-3 ms to unpickle; serializing the graph for its key took 18 ms.
+Values are the project's own JSON forms (IR JSON, loop IR JSON, cached_program.py), never pickles:
+reading an entry runs no code. Each file holds its full key, checked on reading: a file renamed or
+copied over another key's name is a miss, never another graph's program. A file that cannot be read
+counts as a miss too. Writes are atomic. `TORCHSMITH_COMPILE_CACHE=0` turns the cache off.
 """
 
 import functools
 import hashlib
 import importlib.util
+import json
 import logging
 import os
-import pickle
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from torchsmith.inductor.cache_files import cache_subdir, evict, touch, write_atomic
+
 log = logging.getLogger("torchsmith.inductor.compile_cache")
 _PACKAGES = ("torchsmith.ir", "torchsmith.prims", "torchsmith.inductor")
+ENTRY_FORMAT = "torchsmith.compile_cache"
+ENTRY_VERSION = 1
 
 
 @dataclass
 class CacheStats:
-    """This process's lookups, by outcome (tests and the benchmark read them)."""
+    """This process's lookups, by outcome (tests and the benchmark read them); `rejected` counts
+    entries found but refused (unreadable, or holding another key)."""
 
     hits: int = 0
     misses: int = 0
+    rejected: int = 0
 
 
 STATS = CacheStats()
@@ -48,8 +53,8 @@ def enabled() -> bool:
 
 
 def cache_dir() -> Path:
-    default = os.path.join(os.path.expanduser("~"), ".cache", "torchsmith")
-    return Path(os.environ.get("TORCHSMITH_CACHE_DIR") or default) / "inductor_programs"
+    """The directory of the program cache (created private)."""
+    return cache_subdir("inductor_programs")
 
 
 @functools.cache
@@ -101,44 +106,63 @@ def graph_text(graph) -> str:
 
 
 def key_of(kind: str, *parts: str) -> str:
-    """The cache key of a `kind` of entry computed from `parts` (serialized graph, options, ...)."""
+    """The cache key of a `kind` of entry computed from `parts` (serialized graph, options, ...):
+    `kind-<sha256>`, also the entry's file name."""
     digest = hashlib.sha256(f"{kind}\0{code_version()}\0{custom_registrations()}".encode())
     for part in parts:
         digest.update(b"\0")
         digest.update(part.encode())
-    return f"{kind}-{digest.hexdigest()[:40]}"
+    return f"{kind}-{digest.hexdigest()}"
 
 
 def lookup(key: str):
-    """The value stored under `key`, or None (also when the cache is off or the file unreadable)."""
+    """The JSON value stored under `key`, or None (also when the cache is off, or the file is
+    unreadable or holds another key)."""
     if not enabled():
         return None
-    path = cache_dir() / f"{key}.pkl"
+    path = cache_dir() / f"{key}.json"
     try:
-        with open(path, "rb") as f:
-            value = pickle.load(f)
+        entry = json.loads(path.read_bytes())
     except FileNotFoundError:
         STATS.misses += 1
         return None
-    except Exception as error:  # noqa: BLE001 - a damaged or foreign file is a miss, never a failure
-        log.warning("torchsmith: ignoring unreadable compile cache entry %s: %s", path, error)
-        STATS.misses += 1
-        return None
+    except (OSError, ValueError) as error:  # a damaged file is a miss, never a failure
+        return _reject(path, f"unreadable ({error})")
+    expected = (ENTRY_FORMAT, ENTRY_VERSION)
+    known = isinstance(entry, dict) and (entry.get("format"), entry.get("version")) == expected
+    if not known:
+        return _reject(path, f"not a {ENTRY_FORMAT} entry of version {ENTRY_VERSION}")
+    if entry.get("key") != key:
+        return _reject(path, f"it holds the entry of key {str(entry.get('key'))[:80]!r}, not of {key!r}")
     STATS.hits += 1
-    return value
+    touch(path)
+    return entry.get("value")
+
+
+def _reject(path: Path, why: str) -> None:
+    log.warning("torchsmith: ignoring compile cache entry %s: %s", path, why)
+    STATS.rejected += 1
+    STATS.misses += 1
+    return None
+
+
+def reject(key: str, why: str) -> None:
+    """Count the value just read under `key` as a miss after all (its caller could not use it)."""
+    log.warning("torchsmith: ignoring compile cache entry %s: %s", key, why)
+    STATS.hits -= 1
+    STATS.rejected += 1
+    STATS.misses += 1
 
 
 def store(key: str, value) -> None:
-    """Write `value` under `key` (atomically: readers never see half a file)."""
+    """Write the JSON value `value` under `key` (atomically: readers never see half a file), then
+    keep the caches within their size limit."""
     if not enabled():
         return
-    directory = cache_dir()
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".pkl")
-        with os.fdopen(fd, "wb") as f:
-            pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, directory / f"{key}.pkl")
-    except (OSError, pickle.PicklingError, TypeError, AttributeError) as error:
-        # A read-only or full disk, or a value that cannot be pickled: the next process compiles again.
+        data = json.dumps({"format": ENTRY_FORMAT, "version": ENTRY_VERSION, "key": key, "value": value})
+        write_atomic(cache_dir() / f"{key}.json", data.encode())
+        evict()
+    except (OSError, TypeError, ValueError) as error:
+        # A read-only or full disk, or a value JSON cannot hold: the next process compiles again.
         log.warning("torchsmith: could not write compile cache entry %s: %s", key, error)

@@ -26,6 +26,7 @@ import logging
 import time
 
 from torchsmith.inductor import compile_cache
+from torchsmith.inductor.cached_program import CachedProgramError, cpp_program_from_json, cpp_program_to_json
 from torchsmith.inductor.channels_last import plan_channels_last
 from torchsmith.inductor.cpp_build import load_library
 from torchsmith.inductor.cpp_codegen import generate_cpp, local_buffers
@@ -91,11 +92,11 @@ def compile_graph(graph: Graph, example_inputs=None, options: dict | None = None
     use_layout = bool((options or {}).get("layout_optimization", LAYOUT_OPTIMIZATION))
     # A process that compiled this prims graph before (same compiler code) skips to the build.
     key = timed("cache key", _program_key, prims_graph, use_layout)
-    cached = timed("cache lookup", compile_cache.lookup, key)
+    cached = timed("cache lookup", _cached_program, key)
     hit = cached is not None
     if not hit:
         cached = _lower_to_cpp(prims_graph, use_layout, timed)
-        compile_cache.store(key, cached)
+        compile_cache.store(key, cpp_program_to_json(cached))
     layout, lowered, program, inlined, plan, local, memory, source, kernels = cached
     decisions = (*((layout.decision,) if layout is not None else ()), *inlined, *plan.decisions)
     if hit:  # TORCHSMITH_LOGS=fusion shows the decisions whether they were made now or before
@@ -119,11 +120,23 @@ def _program_key(prims_graph: Graph, use_layout: bool) -> str:
     return compile_cache.key_of("cpp-program", compile_cache.graph_text(prims_graph), f"layout={use_layout}")
 
 
+def _cached_program(key: str) -> tuple | None:
+    """The cached `_lower_to_cpp` result of `key`, or None (a miss, or an entry that does not read)."""
+    doc = compile_cache.lookup(key)
+    if doc is None:
+        return None
+    try:
+        return cpp_program_from_json(doc)
+    except CachedProgramError as error:
+        compile_cache.reject(key, str(error))
+        return None
+
+
 def _lower_to_cpp(prims_graph: Graph, use_layout: bool, timed) -> tuple:
     """Everything between the prims graph and the C++ source: what the compile cache keeps."""
     layout = timed("choose layouts", plan_channels_last, prims_graph) if use_layout else None
     # addmm=True: a bias add after a matmul runs inside torch.addmm (Triton fuses it its own way).
-    lowered = timed("lower", lambda g: lower(g, addmm=True, layout=layout), prims_graph)
+    lowered = timed("lower", lambda g: lower(g, addmm=True, layout=layout, scatter_loops=True), prims_graph)
     program, inlined = timed("inline", inline_pointwise, lowered)
     plan = timed("schedule", schedule, program)
     # Intermediates a kernel writes and reads within one outer iteration get no memory at all.

@@ -34,9 +34,7 @@ def integer_division_origins(program) -> list[str]:
         return False
 
     return [
-        b.origin or b.name
-        for b in program.buffers
-        if isinstance(b, ComputedBuffer) and divides(b.body.value)
+        b.origin or b.name for b in program.buffers if isinstance(b, ComputedBuffer) and divides(b.body.value)
     ]
 
 

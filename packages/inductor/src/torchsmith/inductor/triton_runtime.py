@@ -49,10 +49,10 @@ _CHOICES: dict[str, int] = {}
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("TORCHSMITH_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "torchsmith"
-    )
-    return Path(root) / "inductor_triton"
+    """The directory of generated Triton modules and tuning choices (private: cache_files.py)."""
+    from torchsmith.inductor.cache_files import cache_subdir
+
+    return cache_subdir("inductor_triton")
 
 
 def interpreting() -> bool:
