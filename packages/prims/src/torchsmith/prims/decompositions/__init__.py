@@ -13,4 +13,5 @@ from torchsmith.prims.decompositions import (  # noqa: F401
     scatters,
     shapes,
     transformer,
+    weight_norm,
 )

@@ -22,8 +22,9 @@ from torchsmith.prims.testing.sample_helpers import (
 from torchsmith.prims.testing.samples_pointwise import POINTWISE
 from torchsmith.prims.testing.samples_structured import STRUCTURED
 from torchsmith.prims.testing.samples_transformer import TRANSFORMER
+from torchsmith.prims.testing.samples_weight_norm import WEIGHT_NORM
 
-SPECIAL = {**POINTWISE, **STRUCTURED, **TRANSFORMER}
+SPECIAL = {**POINTWISE, **STRUCTURED, **TRANSFORMER, **WEIGHT_NORM}
 SAME_AS = {
     "aten.all.dim": "aten.any.dim",
     "aten.argmin.default": "aten.argmax.default",
