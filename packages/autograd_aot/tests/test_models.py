@@ -198,7 +198,8 @@ def compare_on(graph, fn, inputs):
 def test_models_decomposed_to_prims(make, compare):
     prims = pytest.importorskip("torchsmith.prims")
     graph, inputs = make()
-    result = compare(graph, inputs, atol=1e-4, decompose=prims.decompose)
+    # decomposed layer norm and softmax round differently from the fused eager kernels
+    result = compare(graph, inputs, atol=5e-4, rtol=1e-4, decompose=prims.decompose)
     program = result.program
     assert any(op.startswith("prims.") for op in program.forward_graph.ops())
     assert program.report.saved_bytes < program.report.save_all_bytes
