@@ -201,3 +201,16 @@ def test_break_inside_a_split_slice_store_resumes_after_it(compile_with, backend
     compiled = compile_with(f)
     torch.testing.assert_close(compiled(x), f(x))
     assert len(backend.graphs) == 2  # the code after the slice store is captured again
+
+
+def test_break_inside_a_comprehension_keeps_the_items_built_so_far(compile_with, backend):
+    # 3.12+ inline comprehensions: the list being built is on the stack at each break, and each
+    # resume function appends to the list it received
+    def f(x, xs):
+        return [print("a graph break", end="\r") or t * x for t in xs]
+
+    x, xs = torch.randn(2), [torch.randn(2) for _ in range(3)]
+    got = compile_with(f)(x, xs)
+    assert len(got) == 3
+    for a, b in zip(got, f(x, xs)):
+        torch.testing.assert_close(a, b)

@@ -19,6 +19,14 @@ from torchsmith.capture.variables import (
 )
 
 
+def mark_mutated(container) -> None:
+    """Record that a list or dict read through a source changed, so the code after the graph
+    writes the new contents back (3.12+ comprehensions build into a list or dict on the stack,
+    which a resume function receives from its caller)."""
+    if container.source is not None:
+        container.mutated = True
+
+
 class StackOps(Py313Ops):
     """Mixin of the Tracer: handlers return None to continue, a tracker to return."""
 
@@ -184,11 +192,15 @@ class StackOps(Py313Ops):
 
     def op_LIST_APPEND(self, frame, ins):
         value = frame.pop()
-        frame.stack[-ins.arg].items.append(value)
+        target = frame.stack[-ins.arg]
+        target.items.append(value)
+        mark_mutated(target)
 
     def op_LIST_EXTEND(self, frame, ins):
         value = frame.pop()
-        frame.stack[-ins.arg].items.extend(self.sequence_items(value))
+        target = frame.stack[-ins.arg]
+        target.items.extend(self.sequence_items(value))
+        mark_mutated(target)
 
     def op_SET_ADD(self, frame, ins):
         value = frame.pop()
@@ -203,7 +215,9 @@ class StackOps(Py313Ops):
     def op_MAP_ADD(self, frame, ins):
         value = frame.pop()
         key = frame.pop()
-        frame.stack[-ins.arg].items[self.dict_key(key)] = value
+        target = frame.stack[-ins.arg]
+        target.items[self.dict_key(key)] = value
+        mark_mutated(target)
 
     def op_DICT_UPDATE(self, frame, ins):
         value = frame.pop()
