@@ -109,6 +109,18 @@ def test_python_dash_m_entry_points_run(tmp_path, captured):
     assert "# calling convention: " in result.stdout
 
 
+def test_inductor_cli_in_a_fresh_process_reads_a_prims_graph(tmp_path, captured):
+    # a fresh process has not imported torchsmith.prims, which registers the prims ops the file uses
+    path, _, _ = captured
+    assert aot_main([str(path), "--out", str(tmp_path / "aot")]) == 0
+    assert prims_main(["decompose", str(tmp_path / "aot" / "inference.json"), "--out",
+                       str(tmp_path / "prims.json")]) == 0
+    result = subprocess.run([sys.executable, "-m", "torchsmith.inductor", "compile", str(tmp_path / "prims.json"),
+                             "--check"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "matches eager on random inputs" in result.stderr
+
+
 def test_symbolic_sizes_survive_every_stage_cli(tmp_path, capsys):
     def f(x):
         return (x.sin() * 2).sum(0)

@@ -56,6 +56,8 @@ def check(compiled, graph, inputs) -> str | None:
 
 
 def _compile(args) -> int:
+    import torchsmith.prims  # noqa: F401 - registers the prims ops the file's graph may use
+
     graph = load_verified(args.file)
     inputs = example_inputs(graph, parse_sizes(args.size), seed=args.seed)
     inputs = [x.detach() if isinstance(x, torch.Tensor) else x for x in inputs]
