@@ -103,14 +103,17 @@ def test_slice_and_select_scatter_are_pointwise_selects():
     assert_matches_eager(compiled, graph, torch.randn(4, 8), torch.randn(4, 3), torch.randn(8))
 
 
-def test_index_put_at_data_positions_stays_an_extern_call():
+def test_index_put_at_data_positions_is_a_scatter_loop_for_cpp_only():
     def body(b, x, rows, values):
         return b.op("aten.index_put.default", x, [rows], values, False)
 
     types = {"x": ((5, 3), F32), "rows": ((2,), I64), "values": ((2, 3), F32)}
     graph = make_graph("index_put", types, body)
-    program = lower(to_prims(graph))
+    program = lower(to_prims(graph))  # lower's default: for a code generator without scatter loops
     assert [op for op, _ in program.fallbacks] == ["prims.index_put"]
+    program = lower(to_prims(graph), scatter_loops=True)
+    assert not program.fallbacks
+    assert "scatter [5, 3] from load(x, 3*i0 + i1); over [2, 3]: set at r1 + 3*x0" in str(program)
 
 
 def test_scatter_of_one_element_per_line_is_a_loop():

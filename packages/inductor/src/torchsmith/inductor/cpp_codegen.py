@@ -22,6 +22,7 @@ from torchsmith.inductor.cpp_local import kernel_locals, localize
 from torchsmith.inductor.cpp_prelude import CPP_PRELUDE
 from torchsmith.inductor.cpp_random import RANDOM_PRELUDE, uses_random
 from torchsmith.inductor.cpp_reductions import ReductionEmitter
+from torchsmith.inductor.cpp_scatter import emit_scatter_kernel
 from torchsmith.inductor.cpp_types import cpp_type, storage_type, store_code
 from torchsmith.inductor.errors import CodegenError
 from torchsmith.inductor.loop_ir import (
@@ -30,6 +31,7 @@ from torchsmith.inductor.loop_ir import (
     LoopProgram,
     Pointwise,
     Reduction,
+    Scatter,
     index_vars,
     loads,
 )
@@ -125,6 +127,8 @@ def emit_kernel(
 ) -> tuple[Kernel, str]:
     """`_emit_kernel`, with exp chosen for a kernel that may see masked values (vector_math.INLINE):
     one holding an infinite or huge constant (masked_fill with -inf, a -1e9 fill)."""
+    if isinstance(group[0].body, Scatter):  # a scheduler group of its own (scheduler._cannot_join)
+        return emit_scatter_kernel(name, group[0], program)
     with vector_math.masked_values(any(_huge_constant(b.body.value) for b in group)):
         return _emit_kernel(name, group, program, local)
 

@@ -35,6 +35,16 @@ inline int64_t checked_index(int64_t i, int64_t size, int64_t site) {
   }
   return i;
 }
+
+// A write position read from data (scatter, index_put): an index outside [0, size) is recorded as
+// checked_index records it and gives -1, so the kernel skips that write instead of making it.
+inline int64_t checked_position(int64_t i, int64_t size, int64_t site) {
+  if (__builtin_expect(i < 0 || i >= size, 0)) {
+    checked_index(i, size, site);
+    return -1;
+  }
+  return i;
+}
 }  // namespace ts
 
 // Weak: each part of a split translation unit defines it; the linker keeps one.
@@ -98,7 +108,7 @@ def index_error(op: str, value: int, size: int, node: str) -> Exception:
     note naming the compiled node."""
     if op in ("prims.gather", "prims.scatter", "prims.scatter_add"):
         error: Exception = RuntimeError(f"index {value} is out of bounds for dimension with size {size}")
-    elif op == "prims.index":
+    elif op in ("prims.index", "prims.index_put"):
         error = IndexError(f"index {value} is out of bounds for dimension with size {size}")
     else:  # embedding and index_select say it this way in eager
         error = IndexError(f"index out of range in self (index {value}, size {size})")

@@ -218,6 +218,44 @@ class Reduction:
 
 
 @dataclass(frozen=True, slots=True)
+class Scatter:
+    """A copy of a tensor with elements written at positions read from data (scatter, scatter_add,
+    index_put): element `(i0, ...)` over `ranges` starts as the base, then for every `(r0, ...)` in
+    `reduction_ranges` (the elements of the index and source tensors) the element at flat offset
+    `position` is set to the written value, or has it added when `accumulate`.
+
+    `value` is `Op("scatter", (base, write))` so that every pass that reads, inlines into or
+    renames a body's expression sees both parts: `base` is over `i0, ...`; `write` is over `r0, ...`
+    and is the written value inside the `Indirect`s that bind the index variables `x<k>` which
+    `position` uses (each must lie in `[0, size)`; a bad one raises as eager does and is not
+    written). A write loop variable in `position` appears there as one output coordinate of its
+    own, so threads splitting such a loop never write the same element (cpp_scatter relies on it)."""
+
+    ranges: tuple[Dim, ...]
+    reduction_ranges: tuple[Dim, ...]
+    value: Op
+    position: sympy.Expr
+    accumulate: bool
+
+    @property
+    def base(self) -> "Expr":
+        return self.value.args[0]
+
+    @property
+    def write(self) -> "Expr":
+        return self.value.args[1]
+
+    def __str__(self) -> str:
+        ranges = ", ".join(map(format_dim, self.ranges))
+        rranges = ", ".join(map(format_dim, self.reduction_ranges))
+        how = "add" if self.accumulate else "set"
+        return (
+            f"scatter [{ranges}] from {self.base}; over [{rranges}]: {how} at {format_dim(self.position)}: "
+            f"{self.write}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class InputBuffer:
     """A tensor input of the graph; `position` is its index among the graph's inputs."""
 
@@ -235,7 +273,7 @@ class ComputedBuffer:
 
     name: str
     layout: Layout
-    body: Pointwise | Reduction
+    body: "Pointwise | Reduction | Scatter"
     origin: str = ""
 
     def __str__(self) -> str:

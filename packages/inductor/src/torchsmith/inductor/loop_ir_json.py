@@ -38,6 +38,7 @@ from torchsmith.inductor.loop_ir import (
     Op,
     Pointwise,
     Reduction,
+    Scatter,
     TensorArg,
     TensorView,
     index_var,
@@ -125,6 +126,11 @@ def _buffer(b) -> dict:
         body = b.body
         if isinstance(body, Pointwise):
             written = {"pointwise": {"ranges": _dims(body.ranges), "value": _expr(body.value)}}
+        elif isinstance(body, Scatter):
+            written = {"scatter": {"ranges": _dims(body.ranges),
+                                   "reduction_ranges": _dims(body.reduction_ranges),
+                                   "value": _expr(body.value), "position": _dim(body.position),
+                                   "accumulate": body.accumulate}}  # fmt: skip
         else:
             written = {"reduction": {"ranges": _dims(body.ranges),
                                      "reduction_ranges": _dims(body.reduction_ranges),
@@ -321,9 +327,21 @@ class _Reader:
         if isinstance(obj, dict) and "pointwise" in obj:
             body = obj["pointwise"]
             return Pointwise(self.sizes(body, "ranges"), self.expr(self.field(body, "value")))
+        if isinstance(obj, dict) and "scatter" in obj:
+            return self.scatter(obj["scatter"])
         body = self.field(obj, "reduction")
         return Reduction(self.sizes(body, "ranges"), self.sizes(body, "reduction_ranges"),
                          self.name(body, "type"), self.expr(self.field(body, "value")))
+
+    def scatter(self, body):
+        value = self.expr(self.field(body, "value"))
+        if not isinstance(value, Op) or value.op != "scatter" or len(value.args) != 2:
+            self.fail("a scatter's value is op scatter of (base, write)")
+        accumulate = self.field(body, "accumulate")
+        if not isinstance(accumulate, bool):
+            self.fail(f"a scatter's accumulate is true or false, got {_shown(accumulate)}")
+        return Scatter(self.sizes(body, "ranges"), self.sizes(body, "reduction_ranges"), value,
+                       self.dim(self.field(body, "position")), accumulate)  # fmt: skip
 
     def buffer(self, obj):
         if isinstance(obj, dict) and "computed" in obj:

@@ -77,6 +77,9 @@ class LoweringContext:
     matmuls: dict[str, str] = field(default_factory=dict)
     # The values to store channels-last (channels_last.plan_channels_last), or None.
     layout: object = None
+    # Whether scatters and index_put at data-chosen positions become `Scatter` loops (the C++
+    # code generator has them; others keep torch's kernels as extern calls).
+    scatter_loops: bool = False
 
     def ref(self, value) -> ViewRef:
         """The view a tensor argument reads."""
@@ -193,7 +196,7 @@ def _describe(node: Node) -> str:
     return f"{names} = {node.op}{where}"
 
 
-def lower(graph: Graph, *, addmm: bool = False, layout=None) -> LoopProgram:
+def lower(graph: Graph, *, addmm: bool = False, layout=None, scatter_loops: bool = False) -> LoopProgram:
     """Lower a prims graph to a loop program (a `Graph -> LoopProgram` step).
 
     A `prims.*` or `aten.*` node without a lowering runs its eager implementation as an extern call
@@ -201,7 +204,8 @@ def lower(graph: Graph, *, addmm: bool = False, layout=None) -> LoopProgram:
     non-tensor or data-dependent results, torch-level ops) raises `LoweringError` with `.node` set.
     `addmm=True` folds a bias added to a float mm result into the call (`torch.addmm`): for code
     generators without their own matmul epilogues (the C++ one). `layout`, a
-    `channels_last.ChannelsLastPlan`, names the values to store channels-last.
+    `channels_last.ChannelsLastPlan`, names the values to store channels-last. `scatter_loops=True`
+    lowers scatters at data-chosen positions to `Scatter` loops (for the C++ code generator).
     """
     # torchsmith.prims registers the prims ops: a graph read from the compile cache can arrive
     # before anything else imported it.
@@ -216,7 +220,7 @@ def lower(graph: Graph, *, addmm: bool = False, layout=None) -> LoopProgram:
     )
     from torchsmith.inductor.lowerings_fallback import lower_fallback
 
-    ctx = LoweringContext(fuse_addmm=addmm, layout=layout)
+    ctx = LoweringContext(fuse_addmm=addmm, layout=layout, scatter_loops=scatter_loops)
     inputs, symbols = [], set()
     for position, value in enumerate(graph.inputs):
         t = value.type

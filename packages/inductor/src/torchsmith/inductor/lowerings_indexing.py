@@ -1,7 +1,8 @@
 """Lowerings of indexing prims. gather and index read through `Indirect` index variables bound to
 the index tensor's elements (one pointwise loop, no copy of the operand). index_put at the positions
 of an iota (slice_scatter, select_scatter) is a pointwise select; other writes (scatter, scatter_add,
-index_put) run torch's kernels as extern calls. (argmax/argmin are reductions: lowerings_reductions.py;
+index_put) are scatter loops for the C++ generator (lowerings_scatter) and torch's kernels as extern
+calls for Triton. (argmax/argmin are reductions: lowerings_reductions.py;
 cumsum, a scan: lowerings_scan.py, registered by importing it here.)"""
 
 import sympy
@@ -13,6 +14,7 @@ from torchsmith.inductor.loop_ir import IndexValue, Indirect, Op
 from torchsmith.inductor.lower import LoweringContext, register_lowering
 from torchsmith.inductor.lowerings_fallback import extern_params
 from torchsmith.inductor.lowerings_pointwise import out_type
+from torchsmith.inductor.lowerings_scatter import lower_index_put_loop, lower_scatter_loop, scatter_refusal
 from torchsmith.inductor.views import ViewRef
 from torchsmith.ir import Node
 from torchsmith.ir.symbolic import compare, floordiv, mod
@@ -114,7 +116,8 @@ def _position(expr) -> IndexValue:
 def _lower_index_put(ctx: LoweringContext, node: Node) -> ViewRef:
     write = _iota_write(ctx, node)
     if write is None:
-        return _extern(ctx, node, "writes at data-chosen positions: torch's index_put kernel")
+        refusal = scatter_refusal(ctx, node)
+        return lower_index_put_loop(ctx, node) if refusal is None else _extern(ctx, node, refusal)
     a, _, values, _ = node.args
     base, src, out = ctx.ref(a), ctx.ref(values), out_type(node)
     dim, length, start, step = write
@@ -157,9 +160,10 @@ def _one_per_line(ctx: LoweringContext, node: Node) -> bool:
 @register_lowering("prims.scatter", "prims.scatter_add")
 def _lower_scatter(ctx: LoweringContext, node: Node) -> ViewRef:
     if not _one_per_line(ctx, node):
-        # Writes to data-chosen positions, several per line: a loop form needs a copy then a serial
-        # (or atomic) scatter loop, which torch's kernel already is; duplicates accumulate as in torch.
-        return _extern(ctx, node, "writes at data-chosen positions: torch's scatter kernel")
+        # Several writes per line at data-chosen positions: a copy of the operand, then a loop over
+        # the index elements (lowerings_scatter).
+        refusal = scatter_refusal(ctx, node)
+        return lower_scatter_loop(ctx, node) if refusal is None else _extern(ctx, node, refusal)
     a, dim, index, source = node.args
     base, idx_ref, src, out = ctx.ref(a), ctx.ref(index), ctx.ref(source), out_type(node)
     size = _checked_size(ctx, base.shape[dim], f"dim {dim} of the operand")

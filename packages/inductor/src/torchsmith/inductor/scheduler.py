@@ -29,6 +29,7 @@ from torchsmith.inductor.loop_ir import (
     LoopProgram,
     Pointwise,
     Reduction,
+    Scatter,
     index_var,
     loads,
 )
@@ -162,6 +163,9 @@ def _cannot_join(group: list[ComputedBuffer], buffer: ComputedBuffer, target: st
     if len(group) >= MAX_GROUP_SIZE:
         return f"the kernel already holds {MAX_GROUP_SIZE} buffers"
     members = [*group, buffer]
+    scatter = next((m for m in members if isinstance(m.body, Scatter)), None)
+    if scatter is not None:
+        return f"{scatter.name} writes at data-chosen positions: a scatter loop is a kernel of its own"
     outer = min((m.body.ranges for m in members), key=len)
     shown = [format_dim(d) for d in outer]
     for m in members:
