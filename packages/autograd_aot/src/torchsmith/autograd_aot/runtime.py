@@ -283,6 +283,8 @@ def run_program(program: CompiledProgram, args) -> list:
                 out = _replay_views(spec.chain, base, bindings)
         else:
             out = _replay_views(spec.chain, base, bindings)
+        if out.is_meta:
+            _refuse_meta_output(program, len(user_outputs), args)
         user_outputs.append(out)
     if num_mutated:
         with torch.no_grad():
@@ -291,6 +293,17 @@ def run_program(program: CompiledProgram, args) -> list:
     if program.traced.metadata_mutations:
         _changed_inputs_as_outputs(program, caller_args, user_outputs)
     return user_outputs
+
+
+def _refuse_meta_output(program: CompiledProgram, index: int, args) -> None:
+    """A meta tensor is a tracing placeholder: returned to a caller whose inputs are real tensors it
+    would be a wrong result. Raised before mutated inputs are written back, so the call re-runs eagerly."""
+    if any(isinstance(a, torch.Tensor) and a.is_meta for a in args):
+        return  # the caller computes on meta tensors: meta outputs are what eager returns too
+    raise AotAutogradError(
+        f"output {index} of the compiled graph {program.forward_graph.name} is a meta tensor while its "
+        "inputs are real: a tracing placeholder reached the result (the graph runs eagerly instead)"
+    )
 
 
 def compile_program(graph: Graph, example_inputs, fw_compiler: Compiler, bw_compiler: Compiler, *,

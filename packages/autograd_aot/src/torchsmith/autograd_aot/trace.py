@@ -23,7 +23,7 @@ from torchsmith.autograd_aot.views import is_metadata_mutation, is_view_op, meta
 from torchsmith.ir import Graph, Node, ScalarType, SymIntType, TensorType, Value, op_name_of, type_of
 from torchsmith.ir.builder import name_hint
 from torchsmith.ir.graph import ArgList, freeze_arg
-from torchsmith.ir.interpreter import bind_symbols, run_node
+from torchsmith.ir.interpreter import bind_symbols, node_results, run_node
 from torchsmith.ir.text import format_node
 from torchsmith.ir.torch_startup import defer_dynamo_import
 
@@ -295,10 +295,12 @@ def _run_torch_graph(graph: Graph, env: dict, bindings: dict, recorder: _Recorde
             raise
         except Exception as e:
             raise TraceError(f"while tracing {format_node(node)}: {type(e).__name__}: {e}") from e
-        if len(node.outputs) == 1:
-            env[node.outputs[0].name] = result
-        elif node.outputs:  # nodes without outputs (e.g. torch._C._set_grad_enabled) return None
-            for v, r in zip(node.outputs, result, strict=True):
+        if node.outputs:  # nodes without outputs (e.g. torch._C._set_grad_enabled) return None
+            try:
+                values = node_results(result, len(node.outputs))
+            except ValueError as e:
+                raise TraceError(f"while tracing {format_node(node)}: {e}") from None
+            for v, r in zip(node.outputs, values, strict=True):
                 env[v.name] = r
     recorder.source = recorder.where = None
     return [env[v.name] for v in graph.outputs]
@@ -310,8 +312,14 @@ def _output_specs(recorder: _Recorder, aliases: dict, outputs: list, num_inputs:
     input_index = {v.name: i for i, v in enumerate(recorder.inputs[:num_inputs])}
     bases: list[str] = []
     specs = []
-    for out in outputs:
+    for i, out in enumerate(outputs):
         if not isinstance(out, torch.Tensor):
+            if _holds_tensor(out):
+                # a traced (meta) tensor kept as a constant would reach the user as a meta tensor
+                raise TraceError(
+                    f"output {i} of the graph is a {type(out).__name__} holding tensors, not a tensor: "
+                    "the compiled program cannot return it (the graph runs eagerly instead)"
+                )
             specs.append(OutputSpec("constant", value=out))
             continue
         alias = aliases[recorder.value_of(out, "graph output").name]
@@ -323,6 +331,16 @@ def _output_specs(recorder: _Recorder, aliases: dict, outputs: list, num_inputs:
             bases.append(alias.root)
         specs.append(OutputSpec("graph", bases.index(alias.root), alias.chain, grad_enabled=mode))
     return specs, bases
+
+
+def _holds_tensor(value) -> bool:
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_holds_tensor(v) for v in value)
+    if isinstance(value, dict):
+        return any(_holds_tensor(v) for v in value.values())
+    return False
 
 
 def _metadata_mutations(recorder: _Recorder, aliases: dict, input_tensors: list) -> tuple[MetadataMutation, ...]:

@@ -107,6 +107,32 @@ def run_node(node: Node, env: dict[str, object], bindings: dict[str, int]):
     return eager(*args, **kwargs)
 
 
+def node_results(result, count: int) -> list:
+    """The values of a node's `count` outputs in its op's raw result: the result itself for one
+    output, else the leaves of a list or tuple. Capture flattens what a torch function returns, so a
+    one-element tuple (torch.gradient of a 1-d tensor) is one output and a nested result
+    (histogramdd's `(hist, [edges, ...])`) is its leaves in order. Raises ValueError on a count mismatch."""
+    if not isinstance(result, (list, tuple)):
+        if count != 1:
+            raise ValueError(f"it returned one value for {count} outputs")
+        return [result]
+    if len(result) == count and not any(isinstance(r, (list, tuple)) for r in result):
+        return list(result)
+    leaves: list = []
+    _collect_leaves(result, leaves)
+    if len(leaves) != count:
+        raise ValueError(f"it returned {len(leaves)} values for {count} outputs")
+    return leaves
+
+
+def _collect_leaves(result, leaves: list) -> None:
+    for r in result:
+        if isinstance(r, (list, tuple)):
+            _collect_leaves(r, leaves)
+        else:
+            leaves.append(r)
+
+
 def interpret(graph: Graph, *inputs, check_types: bool = False) -> list:
     """Run `graph` on concrete inputs and return its outputs as a list.
 
@@ -128,20 +154,13 @@ def interpret(graph: Graph, *inputs, check_types: bool = False) -> list:
         except Exception as e:
             raise InterpretError(f"while running {_describe(node)}: {type(e).__name__}: {e}") from e
         outputs = node.outputs
-        if isinstance(result, (list, tuple)) and outputs:
-            if len(result) != len(outputs):
-                raise InterpretError(
-                    f"while running {_describe(node)}: "
-                    f"it returned {len(result)} values for {len(outputs)} outputs"
-                )
-            for v, r in zip(outputs, result, strict=True):
+        if outputs:
+            try:
+                values = node_results(result, len(outputs))
+            except ValueError as e:
+                raise InterpretError(f"while running {_describe(node)}: {e}") from None
+            for v, r in zip(outputs, values, strict=True):
                 env[v.name] = r
-        elif len(outputs) == 1:
-            env[outputs[0].name] = result
-        elif outputs:
-            raise InterpretError(
-                f"while running {_describe(node)}: it returned one value for {len(outputs)} outputs"
-            )
         if check_types:
             for v in outputs:
                 check_runtime_type(v, env[v.name], bindings, f"after {_describe(node)}")

@@ -32,7 +32,7 @@ import torch
 
 from torchsmith.ir.errors import InterpretError
 from torchsmith.ir.graph import ArgList, Graph, Node, Slice, Value
-from torchsmith.ir.interpreter import _describe
+from torchsmith.ir.interpreter import _describe, node_results
 from torchsmith.ir.registry import lookup_op
 from torchsmith.ir.symbolic import FloorDiv, evaluate
 from torchsmith.ir.types import SymIntType, TensorType
@@ -41,58 +41,24 @@ __all__ = ["compile_to_python"]
 
 _COUNTER = itertools.count()
 
-# Torch-level ops that may return a list or tuple even when the node has a single output; for
-# those the generated line unpacks a one-element result, as `interpret` does. Other non-aten ops
-# are assumed to return their single output directly (aten ops are decided from their schema).
-_MAY_RETURN_SEQUENCE = frozenset(
-    {
-        "split",
-        "split_with_sizes",
-        "unsafe_split",
-        "chunk",
-        "unsafe_chunk",
-        "unbind",
-        "tensor_split",
-        "hsplit",
-        "vsplit",
-        "dsplit",
-        "meshgrid",
-        "broadcast_tensors",
-        "atleast_1d",
-        "atleast_2d",
-        "atleast_3d",
-        "sort",
-        "topk",
-        "max",
-        "min",
-        "median",
-        "mode",
-        "kthvalue",
-        "aminmax",
-    }
-)
-
-
 class _ArityError(Exception):
     """An op returned a different number of values than its node has outputs."""
 
 
 def _single(result):
-    """The one output of a node whose op may return a sequence (see _MAY_RETURN_SEQUENCE)."""
+    """The one output of a torch-level node: its op may return it inside a list or tuple
+    (`torch.gradient` of a 1-d tensor returns a one-element tuple), unpacked as `interpret` does."""
     if isinstance(result, (list, tuple)):
-        if len(result) != 1:
-            raise _ArityError(f"it returned {len(result)} values for 1 outputs")
-        return result[0]
+        return _unpack(result, 1)[0]
     return result
 
 
 def _unpack(result, count: int):
-    """The outputs of a multi-output node, checked like `interpret` checks them."""
-    if not isinstance(result, (list, tuple)):
-        raise _ArityError(f"it returned one value for {count} outputs")
-    if len(result) != count:
-        raise _ArityError(f"it returned {len(result)} values for {count} outputs")
-    return result
+    """The outputs of a multi-output node, checked (and nested results flattened) like `interpret`."""
+    try:
+        return node_results(result, count)
+    except ValueError as e:
+        raise _ArityError(str(e)) from None
 
 
 def _symbol_mismatch(name: str, previous: int, actual: int, what: str):
@@ -218,12 +184,13 @@ def _python_expr(expr, symbols: dict[str, str]) -> str | None:
 
 
 def _returns_single_value(node: Node) -> bool:
-    """Whether the op of a one-output node returns that value itself, never a sequence."""
+    """Whether the op of a one-output node returns that value itself, never a sequence: decided from
+    an ATen overload's schema; any other op (torch functions and methods) may return a sequence."""
     eager = lookup_op(node.op).eager
     if isinstance(eager, torch._ops.OpOverload):
         returns = eager._schema.returns
         return len(returns) == 1 and not isinstance(returns[0].type, torch.ListType)
-    return node.op.rsplit(".", 1)[-1] not in _MAY_RETURN_SEQUENCE
+    return False
 
 
 def _bind_symbols(w: _Writer) -> None:
