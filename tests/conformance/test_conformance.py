@@ -19,6 +19,7 @@ import cf_dynamic_more  # noqa: E402,F401
 import cf_guards  # noqa: E402,F401
 import cf_interop  # noqa: E402,F401
 import cf_modules  # noqa: E402,F401
+import cf_multi_output  # noqa: E402,F401
 import cf_python  # noqa: E402,F401
 import cf_python_more  # noqa: E402,F401
 import cf_regressions  # noqa: E402,F401

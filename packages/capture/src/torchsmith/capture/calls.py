@@ -383,8 +383,10 @@ class CallOps(BuiltinOps, PythonStateOps):
         try:
             name = op_name_of(value)
         except UnknownOpError:
-            return None
-        return name if name.startswith("torch.") else None
+            # functions evaluated at capture time (torch.get_default_dtype) need no op in the table
+            return f"torch.{name}" if _is_static_torch_function(value) else None
+        # ATen overloads (torch.ops.aten.sort.default) run below autograd like any torch function
+        return name if name.startswith(("torch.", "aten.")) else None
 
     def call_torch(self, name: str, fn, args, kwargs):
         if fn in STATIC_TORCH_FUNCTIONS:
@@ -503,6 +505,13 @@ class CallOps(BuiltinOps, PythonStateOps):
 
     def call_container_method(self, obj, name: str, args, kwargs):
         return self.container_method(obj, name, args, kwargs)
+
+
+def _is_static_torch_function(value) -> bool:
+    try:
+        return value in STATIC_TORCH_FUNCTIONS
+    except TypeError:  # an unhashable callable
+        return False
 
 
 def callable_and_args(first, second, args: list) -> tuple:

@@ -226,7 +226,8 @@ def _infer_result(op: str, fn, args: tuple, kwargs: dict, grad_enabled: bool):
         raise Unsupported(f"{op} has no meta implementation (data-dependent output?): {e}") from e
     except Exception as e:
         raise Unsupported(f"{op} failed on meta tensors: {type(e).__name__}: {e}") from e
-    method = op.rsplit(".", 1)[-1]
+    # the function's own name: `add` of torch.add and torch.Tensor.add, `detach` of aten.detach.default
+    method = op.split(".")[1] if op.startswith("aten.") else op.rsplit(".", 1)[-1]
     wants_grad = (
         grad_enabled and any(t.requires_grad for t in tensor_types) and method not in _NO_GRAD_RESULTS
     )
