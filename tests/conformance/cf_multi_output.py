@@ -103,11 +103,16 @@ def nested_tuples_of_results():
     return fn, [(torch.randn(6, 4),)]
 
 
-@program(T, graphs=1)
+@program(T, graphs=2, breaks=3)
 def histograms_and_unique_counts():
-    # histogram: (hist, bin_edges); histogramdd: (hist, [edges per dim]), a nested result
+    # histogram: (hist, bin_edges); histogramdd: (hist, [edges per dim]), a nested result. They and
+    # unique have no meta kernels (data-dependent sizes): each runs eagerly at a break, and the code
+    # using their parts is captured again
     def fn(v, x, i):
-        return torch.histogram(v, 5), torch.histogramdd(x[:, :2], bins=[3, 3]), torch.unique(i, return_counts=True)
+        h = torch.histogram(v, 5)
+        hd = torch.histogramdd(x[:, :2], bins=[3, 3])
+        u = torch.unique(i, return_counts=True)
+        return h, hd, u, h.hist * 2 + hd.hist.sum(), u[1].float().mean() + hd.bin_edges[0]
 
     return fn, [(torch.randn(9), torch.randn(6, 4), torch.randint(0, 4, (10,)))]
 
