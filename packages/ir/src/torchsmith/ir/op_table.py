@@ -116,8 +116,15 @@ def _public_functions(module, owners: tuple[str, ...]) -> dict[str, Callable]:
     return found
 
 
+# Private ATen-bound torch functions that public modules call in their forward, so that capture
+# records them as ops instead of breaking the graph: nn.utils.weight_norm (both APIs) calls
+# torch._weight_norm (Wav2Vec2's positional convolution).
+_TORCH_PRIVATE_OPS = ("_weight_norm",)
+
+
 def _torch_functions() -> dict[str, Callable]:
     names = [n for n in dir(torch._C._VariableFunctions) if not n.startswith("_")]
+    names += list(_TORCH_PRIVATE_OPS)
     names += list(torch.functional.__all__)
     table = {}
     for name in names:
