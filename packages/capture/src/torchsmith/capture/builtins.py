@@ -132,7 +132,7 @@ class BuiltinOps:
             present = hasattr(obj.value, name)
             root = self.attribute_root(obj)
             if root is not None:  # an attribute added or deleted between calls recompiles
-                self.guards.has_attribute(root, name, present)
+                self.guards.has_attribute(root, name, present, obj.value)
             return ConstVar(present)
         return ConstVar(hasattr(self.example_of(obj), name))
 

@@ -51,6 +51,28 @@ def autocast_state() -> tuple | None:
     )
 
 
+def module_lacks(module, name: str) -> bool:
+    """`not hasattr(module, name)` for an nn.Module whose class keeps nn.Module's attribute lookup,
+    without the AttributeError that `Module.__getattr__` formats (3x faster in a guard)."""
+    d = module.__dict__
+    return (
+        name not in d
+        and name not in d["_parameters"]
+        and name not in d["_buffers"]
+        and name not in d["_modules"]
+        and not hasattr(type(module), name)
+    )
+
+
+def _plain_module(obj) -> bool:
+    cls = type(obj)
+    return (
+        isinstance(obj, torch.nn.Module)
+        and cls.__getattr__ is torch.nn.Module.__getattr__
+        and cls.__getattribute__ is object.__getattribute__
+    )
+
+
 # Global torch state a trace depends on, each checked by one guard on every call: name in the
 # guard namespace -> the function reading it.
 GLOBAL_STATE = {
@@ -66,7 +88,11 @@ class Namespace:
     """Objects that generated code refers to by name (`K0`, `K1`, ...)."""
 
     def __init__(self):
-        self.values: dict[str, object] = {**GLOBAL_STATE, "___tensor_spec": tensor_spec}
+        self.values: dict[str, object] = {
+            **GLOBAL_STATE,
+            "___tensor_spec": tensor_spec,
+            "___module_lacks": module_lacks,
+        }
         self._ids: dict[int, str] = {}
 
     def name_of(self, obj) -> str:
@@ -194,8 +220,12 @@ class GuardSet:
             else:
                 self.add(f"{name}() == {self.ns.name_of(value)}")
 
-    def has_attribute(self, source: str, name: str, present: bool) -> None:
-        """`hasattr(source, name)` must stay `present` (an attribute added or deleted recompiles)."""
+    def has_attribute(self, source: str, name: str, present: bool, obj=None) -> None:
+        """`hasattr(source, name)` must stay `present` (an attribute added or deleted recompiles);
+        `obj` is the object `source` reads now."""
+        if not present and _plain_module(obj) and module_lacks(obj, name):
+            self.add(f"___module_lacks({source}, {string_literal(name)})")
+            return
         self.add(f"hasattr({source}, {string_literal(name)}) is {present!r}")
 
     def source_text(self, share_paths: bool = True) -> str:

@@ -181,7 +181,7 @@ class AttributeOps:
             result = getattr(value, name)
         except AttributeError as e:
             if root is not None:
-                self.guards.has_attribute(root, name, False)
+                self.guards.has_attribute(root, name, False, value)
             raise Unsupported(f"AttributeError: {e}") from e
         if source is None:
             return self.wrap_unguarded(result) if not isinstance(result, torch.Tensor) else self.wrap(result, None)
