@@ -245,3 +245,29 @@ def test_out_of_range_indices_raise_as_eager_does(tmp_path):
         assert got[0] == expected[0], f"{name}: eager {expected}, compiled {got}"
         assert "out of bounds" in got[1], (name, got)
         assert again, f"{name}: a call with valid indices after the error differs from eager"
+
+
+def test_embedding_rows_check_their_index_once_and_vectorize():
+    from torchsmith.inductor.testing import make_graph as graph_of
+
+    graph = graph_of("emb_bwd", {"g": ((64, 40), torch.float32), "i": ((64,), torch.int64)},
+                     lambda b, g, i: b.op("aten.embedding_dense_backward.default", g, i, 30, -1, False))  # fmt: skip
+    compiled = compile_graph(graph)
+    writes = compiled.source[compiled.source.index("ts::checked_position(") :]
+    # one check per row, then a branch-free inner loop over the row's columns
+    assert writes.index("continue;") < writes.index("#pragma omp simd") < writes.index("for (int64_t r1")
+    grad, tokens = torch.randn(64, 40), torch.randint(0, 30, (64,))
+    assert_matches_eager(compiled, graph, grad, tokens)
+
+
+@pytest.mark.parametrize("accumulate", [True, False])
+def test_scatter_loops_with_symbolic_sizes(accumulate):
+    def fn(x, i, v):
+        return x.index_put((i,), v, accumulate=accumulate), x.scatter_add(0, i[:, None].expand(-1, x.shape[1]), v)
+
+    compiled = torchsmith.compile(fn, backend="inductor", dynamic=True, options={"fallback": "raise"})
+    for rows, n in ((7, 4), (40, 300), (9000, 5000)):
+        x, v = torch.randn(rows, 8), torch.randn(n, 8)
+        i = torch.randperm(rows)[:n] if n <= rows else torch.randint(0, rows, (n,))
+        for got, expected in zip(compiled(x, i, v), fn(x, i, v)):
+            torch.testing.assert_close(got, expected)

@@ -26,7 +26,17 @@ import torch
 from torchsmith.inductor.cpp_expr import BodyWriter, cpp_index
 from torchsmith.inductor.cpp_indirect import _site
 from torchsmith.inductor.cpp_types import load_code, storage_type, store_code
-from torchsmith.inductor.loop_ir import ComputedBuffer, Indirect, LoopProgram, index_vars, loads, reduction_vars, substitute
+from torchsmith.inductor.loop_ir import (
+    ComputedBuffer,
+    IndexValue,
+    Indirect,
+    Load,
+    LoopProgram,
+    index_vars,
+    loads,
+    reduction_vars,
+    substitute,
+)
 from torchsmith.ir.codegen_text import IdentifierNamer, cpp_comment
 
 # Dtypes whose stored element `#pragma omp atomic` updates (the others: 16-bit floats, computed
@@ -60,6 +70,43 @@ def _split_var(body, write_vars):
         return None
     static = [(int(r), -k, v) for k, (v, r) in enumerate(direct) if r.is_Integer]
     return max(static)[2] if len(static) == len(direct) else direct[0][0]
+
+
+def _varies(expr, var) -> bool:
+    """Whether `expr` reads or computes something that depends on loop variable `var`."""
+    if isinstance(expr, Load):
+        return var in sympy.sympify(expr.index).free_symbols
+    if isinstance(expr, IndexValue):
+        return var in sympy.sympify(expr.expr).free_symbols
+    if isinstance(expr, Indirect):
+        return _varies(expr.value, var) or _varies(expr.body, var)
+    return any(_varies(a, var) for a in getattr(expr, "args", ()))
+
+
+def _bind(writer, hoisted, position, expr, pad, counter, lines):
+    """Write the checked index of each Indirect in `hoisted` (or, with `hoisted` empty, of every
+    Indirect `expr` starts with) and a `continue` past a bad one; returns `position` and the
+    remaining expression with the index variables renamed to the checked temporaries."""
+    chain = list(hoisted)
+    if not chain:
+        while isinstance(expr, Indirect):
+            chain.append(expr)
+            expr = expr.body
+    checks, mapping = [], {}
+    for binding in chain:
+        value = writer.value(binding.value)
+        temp = f"t{counter[0]}"
+        counter[0] += 1
+        lines.append(
+            f"{pad}const int64_t {temp} = ts::checked_position(static_cast<int64_t>({value}), "
+            f"{cpp_index(binding.size)}, {_site(binding.var)});"
+        )
+        checks.append(f"{temp} < 0")
+        mapping[binding.var] = sympy.Symbol(temp, integer=True)
+    if checks:
+        # A bad index was recorded (the wrapper raises after the call): nothing is written for it.
+        lines.append(f"{pad}if ({' || '.join(checks)}) continue;")
+    return sympy.sympify(position).xreplace(mapping), substitute(expr, mapping)
 
 
 def emit_scatter_kernel(name: str, buffer: ComputedBuffer, program: LoopProgram):
@@ -127,29 +174,34 @@ def _emit_writes(buffer, pointer_of, lines, counter, threshold) -> None:
         lines.append(f"{indent}#pragma omp parallel for{collapse}{condition}")
     if n == 0:  # one write: still a loop, so that a bad index's `continue` skips it
         lines.append(f"{indent}for (int ts_once = 0; ts_once < 1; ++ts_once) {{")
+    expr, position = body.write, sympy.sympify(body.position)
+    inner_var = variables[-1] if n >= 2 else None
+    # Index values the innermost loop does not change (an embedding row's token) are read and
+    # checked once per row, before that loop, which then has no branch and vectorizes.
+    hoisted = []
+    while isinstance(expr, Indirect) and inner_var is not None and not _varies(expr.value, inner_var):
+        hoisted.append(expr)
+        expr = expr.body
+    rest = expr
+    simd = (
+        inner_var is not None and not isinstance(rest, Indirect) and not atomic
+        and inner_var in position.free_symbols
+    )  # fmt: skip
     for depth, (v, r) in enumerate(zip(variables, body.reduction_ranges)):
         pad = indent + "  " * depth
+        if v is inner_var:
+            if hoisted:
+                row = BodyWriter(pointer_of, lines, pad, counter)
+                position, rest = _bind(row, hoisted, position, rest, pad, counter, lines)
+            if simd:  # distinct positions along it (an output coordinate of its own): no conflicts
+                lines.append(f"{pad}#pragma omp simd")
         if v == split and condition is not None:
             lines.append(f"{pad}for (int64_t {v} = ts_lo; {v} < ts_hi; ++{v}) {{")
         else:
             lines.append(f"{pad}for (int64_t {v} = 0; {v} < {cpp_index(r)}; ++{v}) {{")
     inner = indent + "  " * max(n, 1)
     writer = BodyWriter(pointer_of, lines, inner, counter)
-    expr, position, checks = body.write, sympy.sympify(body.position), []
-    while isinstance(expr, Indirect):
-        value = writer.value(expr.value)
-        temp = f"t{counter[0]}"
-        counter[0] += 1
-        lines.append(
-            f"{inner}const int64_t {temp} = ts::checked_position(static_cast<int64_t>({value}), "
-            f"{cpp_index(expr.size)}, {_site(expr.var)});"
-        )
-        checks.append(f"{temp} < 0")
-        bound = sympy.Symbol(temp, integer=True)
-        position = position.xreplace({expr.var: bound})
-        expr = substitute(expr.body, {expr.var: bound})
-    # A bad index was recorded (the wrapper raises after the call): nothing is written for it.
-    lines.append(f"{inner}if ({' || '.join(checks)}) continue;")
+    position, expr = _bind(writer, [], position, rest, inner, counter, lines)
     value = writer.value(expr)
     target = f"{pointer_of[buffer.name]}[{cpp_index(position)}]"
     if atomic:
