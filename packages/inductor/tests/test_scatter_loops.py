@@ -271,3 +271,26 @@ def test_scatter_loops_with_symbolic_sizes(accumulate):
         i = torch.randperm(rows)[:n] if n <= rows else torch.randint(0, rows, (n,))
         for got, expected in zip(compiled(x, i, v), fn(x, i, v)):
             torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.int8, torch.float64, torch.float16])
+@pytest.mark.parametrize("accumulate", [True, False])
+def test_index_put_of_more_dtypes(dtype, accumulate):
+    g = torch.Generator().manual_seed(3)
+    rows = torch.tensor([4, 0, -2, 4, 1]) if accumulate else torch.tensor([4, 0, -2, 1])
+    shape = (len(rows), 6)
+    if dtype == torch.bool:
+        x, v = torch.rand(5, 6, generator=g) > 0.7, torch.rand(shape, generator=g) > 0.5
+    elif dtype.is_floating_point:
+        x, v = torch.randn(5, 6, generator=g).to(dtype), torch.randn(shape, generator=g).to(dtype)
+    else:
+        x, v = torch.randint(0, 100, (5, 6), generator=g).to(dtype), torch.randint(0, 100, shape, generator=g).to(dtype)
+    _check(lambda x, i, v: x.index_put((i,), v, accumulate=accumulate), x, rows, v, exact=not dtype.is_floating_point)
+
+
+def test_scatter_add_of_strided_and_broadcast_operands():
+    base = torch.randn(6, 5).t()  # [5, 6], column-major
+    src = torch.randn(8, 5).t()[:, :4]  # [5, 4], strided
+    index = torch.tensor([[0, 5, 5, 2]]).expand(5, 4)  # broadcast: stride 0 along dim 0
+    _check(lambda a, i, s: a.scatter_add(1, i, s), base, index, src, exact=False)
+    _check(lambda a, i, s: (a * 2).scatter(1, i[:, :2], s[:, :2] + 1), base, index, src)
