@@ -294,3 +294,31 @@ def test_scatter_add_of_strided_and_broadcast_operands():
     index = torch.tensor([[0, 5, 5, 2]]).expand(5, 4)  # broadcast: stride 0 along dim 0
     _check(lambda a, i, s: a.scatter_add(1, i, s), base, index, src, exact=False)
     _check(lambda a, i, s: (a * 2).scatter(1, i[:, :2], s[:, :2] + 1), base, index, src)
+
+
+def test_scatter_checks_work_in_a_library_built_in_parts():
+    # Enough kernels that cpp_build compiles the unit in parts: the scatter's position check shares
+    # the one index record of the library.
+    from torchsmith.inductor.cpp_build import split_source
+
+    types = {f"y{k}": ((k + 2, 3), torch.float32) for k in range(9)}
+    types |= {"x": ((5, 6), torch.float32), "index": ((3, 6), torch.int64), "src": ((3, 6), torch.float32)}
+
+    def body(b, *values):
+        *ys, x, index, src = values
+        exps = tuple(b.op("aten.exp.default", y) for y in ys)
+        return (b.op("aten.scatter_add.default", x, 0, index, src), *exps)
+
+    graph = make_graph("parts", types, body)
+    compiled = compile_graph(graph)
+    assert len(split_source(compiled.source, 2)) > 1
+    _assert_scatter_loops([compiled.program])
+    inputs = [torch.randn(*shape) for shape, _ in list(types.values())[:-2]]
+    inputs += [torch.randint(0, 5, (3, 6)), torch.randn(3, 6)]
+    assert_matches_eager(compiled, graph, *inputs)
+    inputs[-2][1, 1] = 5
+    with pytest.raises(RuntimeError, match="index 5 is out of bounds") as info:
+        compiled(*inputs)
+    assert "prims.scatter_add" in " ".join(info.value.__notes__)
+    inputs[-2][1, 1] = 0
+    assert_matches_eager(compiled, graph, *inputs)  # the record was cleared by the raise
