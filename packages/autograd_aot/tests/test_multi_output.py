@@ -1,6 +1,8 @@
 """Torch functions returning tuples or lists of tensors, traced to ATen: every part is a real output,
 and a traced (meta) tensor never reaches the caller."""
 
+import warnings
+
 import pytest
 import torch
 
@@ -48,3 +50,21 @@ def test_a_meta_tensor_output_is_refused_for_real_inputs():
     with pytest.raises(AotAutogradError, match="meta tensor"):
         _refuse_meta_output(Program(), 0, [torch.randn(2)])
     _refuse_meta_output(Program(), 0, [torch.randn(2, device="meta")])  # meta in, meta out: eager's answer
+
+
+@pytest.mark.parametrize("compiler", ["aot_eager", "inductor"])
+def test_inference_batch_norm_statistics_are_sized_like_eager(compiler):
+    # the CPU kernel returns empty saved statistics in inference; the meta kernel says (C,)
+    import torchsmith
+
+    def f(x, w, b, rm, rv):
+        return torch.native_batch_norm(x, w, b, rm, rv, False, 0.1, 1e-5)
+
+    args = (torch.randn(3, 2, 4), torch.randn(2), torch.randn(2), torch.randn(2), torch.rand(2) + 0.5)
+    want = f(*args)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback to eager
+        got = torchsmith.compile(f, backend=compiler)(*args)
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape
+        torch.testing.assert_close(g, w)

@@ -17,6 +17,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from torchsmith.autograd_aot.device_layouts import with_device_layout
+from torchsmith.autograd_aot.device_shapes import with_device_shapes
 from torchsmith.autograd_aot.errors import TraceError
 from torchsmith.autograd_aot.fused_attention import fused_attention
 from torchsmith.autograd_aot.views import is_metadata_mutation, is_view_op, metadata_view_twin, track_aliases
@@ -194,7 +195,7 @@ class _Recorder(TorchDispatchMode):
         if self.meta_twins:
             args, kwargs = self._on_meta(args), {k: self._on_meta(v) for k, v in kwargs.items()}
         storage_before = args[0].untyped_storage().nbytes() if op.startswith("aten.resize_.") else None
-        result = with_device_layout(op, args, func(*args, **kwargs), self.device)
+        result = with_device_shapes(op, args, with_device_layout(op, args, func(*args, **kwargs), self.device), self.device)
         if storage_before is not None and result.untyped_storage().nbytes() > storage_before:
             raise TraceError(
                 f"{op} grows the tensor's storage{self._where()}: the new elements hold no defined values; "

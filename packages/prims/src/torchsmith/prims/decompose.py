@@ -84,6 +84,7 @@ class Emitter:
         self._rng_inputs: tuple[Value, Value] | None = None
         self.source: str | None = None
         self.current_op = ""  # the ATen op being decomposed, for decompositions shared by several
+        self.current_outputs: tuple = ()  # its declared outputs (types the trace took from the device)
 
     # ---- emitting ------------------------------------------------------------------------------
     def prim(self, name: str, *args, **kwargs):
@@ -115,10 +116,11 @@ class Emitter:
                 "on_missing='keep' to keep every op without one"
             )
         outer, self.current_op = self.current_op, node.op
+        outer_outputs, self.current_outputs = self.current_outputs, node.outputs
         try:
             result = KEEP if fn is None else fn(self, *args, **kwargs)
         finally:
-            self.current_op = outer
+            self.current_op, self.current_outputs = outer, outer_outputs
         if result is KEEP:
             # Declared types when the node has them (symbolic shapes), else the op's meta function.
             out_type = None

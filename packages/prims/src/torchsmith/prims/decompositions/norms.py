@@ -9,6 +9,7 @@ import torch
 
 from torchsmith.ir.symbolic import normalize_dim
 from torchsmith.prims.decompose import KEEP, register_decomposition
+from torchsmith.prims.decompositions.shapes import full
 
 LOW_PRECISION = (torch.float16, torch.bfloat16)
 DECLINES = "float16/bfloat16 inputs: eager's fused float32 rounding is not reproducible in prims (#168126)"
@@ -195,7 +196,17 @@ def native_group_norm_backward(e, grad_out, x, mean, rstd, weight, n, c, hxw, gr
 @register_decomposition("aten._native_batch_norm_legit_no_training.default", declines=DECLINES)
 def batch_norm_inference(e, x, weight, bias, running_mean, running_var, momentum, eps):
     result = batch_norm_functional(e, x, weight, bias, running_mean, running_var, False, momentum, eps)
-    return result if result is KEEP else result[:3]
+    return result if result is KEEP else _eval_statistics(e, result[:3])
+
+
+def _eval_statistics(e, result):
+    """Inference batch norm's saved statistics: empty where the trace declared them empty (the CPU
+    kernel returns empty ones; autograd_aot's device_shapes asks it), else the statistics used."""
+    out, saved_mean, saved_invstd = result
+    declared = [v.type for v in e.current_outputs[1:3]]
+    if len(declared) == 2 and all(getattr(t, "shape", None) == (0,) for t in declared):
+        saved_mean, saved_invstd = (full(e, [0], 0.0, dtype=t.dtype, device=torch.device(t.device)) for t in declared)
+    return out, saved_mean, saved_invstd
 
 
 @register_decomposition(
@@ -208,4 +219,4 @@ def batch_norm_eval(e, x, weight, bias, running_mean, running_var, training, mom
     if training:
         return KEEP
     result = batch_norm_functional(e, x, weight, bias, running_mean, running_var, False, momentum, eps)
-    return result if result is KEEP else result[:3]
+    return result if result is KEEP else _eval_statistics(e, result[:3])
