@@ -322,3 +322,15 @@ def test_scatter_checks_work_in_a_library_built_in_parts():
     assert "prims.scatter_add" in " ".join(info.value.__notes__)
     inputs[-2][1, 1] = 0
     assert_matches_eager(compiled, graph, *inputs)  # the record was cleared by the raise
+
+
+def test_int32_indices_scatter_and_gather_as_eager():
+    # eager takes int32 index tensors; the decompositions widen them to the prims' int64
+    g = torch.Generator().manual_seed(9)
+    x, src = torch.randn(5, 6), torch.randn(3, 6)
+    index = torch.randint(0, 5, (3, 6), generator=g, dtype=torch.int32)
+    _check(lambda a, i, s: a.scatter_add(0, i, s), x, index, src, exact=False)
+    _check(lambda a, i, s: a.scatter(1, torch.stack([i[:, 0] % 3, i[:, 0] % 3 + 3], 1), s[:, :2]), x, index, src)
+    expected = x.gather(0, index)
+    got = torchsmith.compile(lambda a, i: a.gather(0, i), backend="inductor", options={"fallback": "raise"})(x, index)
+    assert torch.equal(got, expected)

@@ -93,7 +93,7 @@ def embedding_dense_backward(e, grad_output, indices, num_weights, padding_idx, 
 @register_decomposition("aten.gather.default")
 def gather(e, a, dim, index, *, sparse_grad=False):
     d = normalize_dims(e, a, dim)
-    return e.gather(a, d[0] if d else 0, index)
+    return e.gather(a, d[0] if d else 0, e.to(index, torch.int64))
 
 
 @register_decomposition("aten.scatter.src", "aten.scatter.value")
@@ -101,13 +101,14 @@ def scatter(e, a, dim, index, src):
     d = normalize_dims(e, a, dim)
     if not e.is_tensor(src):
         src = e.full(list(e.type(index).shape), src, dtype=e.type(a).dtype, device=e.type(a).device)
-    return e.scatter(a, d[0] if d else 0, index, src)
+    # eager takes int32 indices too; the prim takes int64 (a widening: every value stays)
+    return e.scatter(a, d[0] if d else 0, e.to(index, torch.int64), src)
 
 
 @register_decomposition("aten.scatter_add.default")
 def scatter_add(e, a, dim, index, src):
     d = normalize_dims(e, a, dim)
-    return e.scatter_add(a, d[0] if d else 0, index, src)
+    return e.scatter_add(a, d[0] if d else 0, e.to(index, torch.int64), src)
 
 
 def _prepare_indices(e, a, indices):
