@@ -334,3 +334,18 @@ def test_int32_indices_scatter_and_gather_as_eager():
     expected = x.gather(0, index)
     got = torchsmith.compile(lambda a, i: a.gather(0, i), backend="inductor", options={"fallback": "raise"})(x, index)
     assert torch.equal(got, expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bool])
+def test_large_plain_writes_with_duplicates_keep_one_written_value(dtype):
+    # Which of several writes to one element wins is unspecified (torch's parallel kernels too):
+    # each element must hold the base or one of the values written there, nothing torn or mixed.
+    g = torch.Generator().manual_seed(5)
+    rows = torch.randint(0, 300, (60000,), generator=g)
+    x = torch.zeros(300, dtype=dtype)
+    v = (torch.arange(60000) % 251 + 1).to(dtype) if dtype != torch.bool else torch.ones(60000, dtype=torch.bool)
+    got, programs = _compiled_programs(lambda x, i, v: x.index_put((i,), v), x, rows, v)
+    _assert_scatter_loops(programs)
+    for position in range(300):
+        written = v[rows == position]
+        assert (got[position] == x[position]) if len(written) == 0 else bool((written == got[position]).any())
