@@ -160,8 +160,17 @@ def div_mode(e, a, b, *, rounding_mode=None):
     if rounding_mode == "trunc":
         if dtype_category(dtype) == "int":
             return e.pointwise(lambda x, y: e.div(x, y), a, b)
-        return e.pointwise(lambda x, y: e.trunc(e.div(x, y)), a, b)
+        return e.pointwise(lambda x, y: e.trunc(_rounded_to(e, e.div(x, y), dtype)), a, b)
     return e.pointwise(lambda x, y: _floor_divide(e, x, y, dtype), a, b)
+
+
+def _rounded_to(e, quotient, dtype):
+    """`quotient` rounded to a low-precision result dtype (and back): eager's bfloat16/float16 kernels
+    divide to that dtype before truncating, so 4.9867 becomes 5.0 and truncates to 5, not 4."""
+    if dtype not in (torch.bfloat16, torch.float16):
+        return quotient
+    compute = e.type(quotient).dtype
+    return e.convert_element_type(e.convert_element_type(quotient, dtype), compute)
 
 
 @register_decomposition("aten.floor_divide.default", "aten.floor_divide.Scalar")
