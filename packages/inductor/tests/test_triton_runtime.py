@@ -62,6 +62,9 @@ def test_kernels_compile_ahead_with_every_config_until_tuned_then_the_chosen_one
     monkeypatch.setattr(triton_runtime, "TUNE_IN_INTERPRETER", True)
     monkeypatch.setenv("TORCHSMITH_CACHE_DIR", str(tmp_path))  # a new machine: nothing tuned yet
     monkeypatch.setattr(triton_runtime, "_CHOICES", {})
+    # the thread path alone: with compile workers running (started by an earlier GPU test), the
+    # workers' specialization pass calls compile_ahead once more per config
+    monkeypatch.setattr(triton_runtime, "running", lambda: None)
     compiled = compile_graph_triton(gelu_graph(4096))
     launcher = compiled._steps[0][1]
     compiled_ahead = []
