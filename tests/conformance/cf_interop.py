@@ -351,7 +351,10 @@ def as_tensor_and_asarray_share_memory():
         a += 1  # lands in x
         return arr, t * 2, x * 2
 
-    return fn, [(torch.ones(3), np.ones(3, dtype=np.float32)), (torch.zeros(3), np.zeros(3, dtype=np.float32))]
+    return fn, [
+        (torch.ones(3), np.ones(3, dtype=np.float32)),
+        (torch.zeros(3), np.zeros(3, dtype=np.float32)),
+    ]
 
 
 # 3.12+ inlines the comprehension: each `* y` between two NumPy breaks is a graph of its own

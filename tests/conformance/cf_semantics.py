@@ -54,7 +54,13 @@ def unsqueeze_then_add_on_input():
         return x * 2
 
     x, y = torch.randn(3), torch.randn(5)
-    return with_state(f, state), [(x,), record_layout(state, x), (y,), record_layout(state, y), (torch.randn(2),)]
+    return with_state(f, state), [
+        (x,),
+        record_layout(state, x),
+        (y,),
+        record_layout(state, y),
+        (torch.randn(2),),
+    ]
 
 
 @program(META)
@@ -546,7 +552,11 @@ def overlapping_input_slices_one_mutated():
         a.add_(1)
         return a + b
 
-    return with_state(f, state), [(torch.randn(4), torch.randn(4)), (base[:4], base[2:]), (base[2:], base[:4])]
+    return with_state(f, state), [
+        (torch.randn(4), torch.randn(4)),
+        (base[:4], base[2:]),
+        (base[2:], base[:4]),
+    ]
 
 
 @program(ALIAS)

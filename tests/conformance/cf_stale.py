@@ -409,7 +409,7 @@ def instance_dict_membership_after_setattr():
     def f(x):
         if "k" in bag.__dict__:
             return x - bag.__dict__["k"]
-        setattr(bag, "k", 3.0)
+        setattr(bag, "k", 3.0)  # noqa: B010 - the program checks capture's setattr() builtin, not STORE_ATTR
         return x * 4
 
     f.state = bag

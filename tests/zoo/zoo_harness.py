@@ -175,7 +175,7 @@ def _train_step_matches(entry, backend: str) -> bool | str:
     other = copy.deepcopy(model)
     compiled = torchsmith.compile(other, backend=backend)
     inputs = entry.inputs(0)
-    for m, fn in ((model, model), (other, compiled)):
+    for _, fn in ((model, model), (other, compiled)):
         out = fn(**inputs)
         loss = sum(t.float().sum() for t in tensors_of(out) if t.is_floating_point() and t.requires_grad)
         loss.backward()

@@ -5,7 +5,6 @@ import torch
 
 from torchsmith.autograd_aot import (
     AliasingError,
-    FunctionalizationError,
     TraceError,
     aot_eager,
     functionalize,

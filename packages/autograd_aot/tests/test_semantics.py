@@ -94,7 +94,11 @@ def test_shape_change_then_write_matches_eager(method, args, shape):
     (out,) = aot_eager(graph, [x.clone()])(x)
     (expected,) = interpret(graph, x_eager)
     torch.testing.assert_close(out, expected)
-    assert (x.shape, x.stride(), x.storage_offset()) == (x_eager.shape, x_eager.stride(), x_eager.storage_offset())
+    assert (x.shape, x.stride(), x.storage_offset()) == (
+        x_eager.shape,
+        x_eager.stride(),
+        x_eager.storage_offset(),
+    )
     torch.testing.assert_close(x, x_eager)
 
 

@@ -43,7 +43,14 @@ def test_binding_follows_cpython():
         pass
 
     bound = bind_to_code(f, (1, 2, 3), {"c": 5, "a": 6})
-    assert list(bound.items()) == [("a", 1), ("b", 2), ("rest", (3,)), ("c", 5), ("d", 4), ("extra", {"a": 6})]
+    assert list(bound.items()) == [
+        ("a", 1),
+        ("b", 2),
+        ("rest", (3,)),
+        ("c", 5),
+        ("d", 4),
+        ("extra", {"a": 6}),
+    ]
     expected = inspect.signature(f).bind(1, 2, 3, c=5, a=6)
     expected.apply_defaults()
     assert list(bound.items()) == list(expected.arguments.items())

@@ -12,7 +12,13 @@ import torch
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from torchsmith.capture.pysource import attribute, identifier, keyword_arguments, set_attribute, string_literal
+from torchsmith.capture.pysource import (
+    attribute,
+    identifier,
+    keyword_arguments,
+    set_attribute,
+    string_literal,
+)
 
 
 def _hostile_names(flag_path) -> list[str]:
@@ -32,36 +38,44 @@ def _hostile_names(flag_path) -> list[str]:
 def test_hostile_names_never_run(compile_with, tmp_path, where):
     flag = tmp_path / "PWNED"
     for name in _hostile_names(flag):
-
-        class Box:
-            pass
-
-        holder = torch.nn.Module() if where == "module attribute" else Box()
-        table = {name: 3.0}
-        if where != "set inside":
-            setattr(holder, name, 2.0)
-
-        def f(x):
-            if where == "dict key":
-                return x * table[name]
-            if where == "set inside":
-                setattr(holder, name, getattr(holder, name, 1.0) + 1.0)
-            return x * getattr(holder, name)
-
-        compiled = compile_with(f)
-        x = torch.randn(3)
-        for _ in range(3):
-            expected_holder = dict(vars(holder))
-            got = compiled(x)
-            compiled_holder = dict(vars(holder))
-            vars(holder).clear()
-            vars(holder).update(expected_holder)
-            torch.testing.assert_close(got, f(x))
-            assert vars(holder) == compiled_holder
+        _compile_and_run_with_hostile_name(compile_with, where, name)
         assert not flag.exists(), f"generated code executed text from the name {name!r}"
 
 
-@pytest.mark.parametrize("name", ["w'q", "w q", "1w", "\u0175", "\ufb01", "a\nb", "a\\", 'q"', "x]", "class", ""])
+def _compile_and_run_with_hostile_name(compile_with, where, name):
+    """One name of `test_hostile_names_never_run`: `f` reads `name`, `holder` and `table` as closure
+    variables of this call (a helper rather than a loop body, so each `f` binds its own)."""
+
+    class Box:
+        pass
+
+    holder = torch.nn.Module() if where == "module attribute" else Box()
+    table = {name: 3.0}
+    if where != "set inside":
+        setattr(holder, name, 2.0)
+
+    def f(x):
+        if where == "dict key":
+            return x * table[name]
+        if where == "set inside":
+            setattr(holder, name, getattr(holder, name, 1.0) + 1.0)
+        return x * getattr(holder, name)
+
+    compiled = compile_with(f)
+    x = torch.randn(3)
+    for _ in range(3):
+        expected_holder = dict(vars(holder))
+        got = compiled(x)
+        compiled_holder = dict(vars(holder))
+        vars(holder).clear()
+        vars(holder).update(expected_holder)
+        torch.testing.assert_close(got, f(x))
+        assert vars(holder) == compiled_holder
+
+
+@pytest.mark.parametrize(
+    "name", ["w'q", "w q", "1w", "\u0175", "\ufb01", "a\nb", "a\\", 'q"', "x]", "class", ""]
+)
 def test_odd_attribute_names_compile_and_are_guarded(compile_with, backend, name, caplog):
     m = torch.nn.Module()
     setattr(m, name, 2.0)
@@ -135,7 +149,8 @@ def test_attribute_spellings_parse_and_keep_the_name(name, value_name):
     exec(compile(set_attribute("box", name, value_name), "<t>", "exec"), scope)  # noqa: S102
     assert getattr(box, name) == 7
     assert eval(compile(attribute("box", name), "<t>", "eval"), scope) == 7  # noqa: S307
-    kwargs = eval(compile(f"dict({', '.join(keyword_arguments([(name, value_name)]))})", "<t>", "eval"), scope)  # noqa: S307
+    keywords_source = f"dict({', '.join(keyword_arguments([(name, value_name)]))})"
+    kwargs = eval(compile(keywords_source, "<t>", "eval"), scope)  # noqa: S307
     assert kwargs == {name: 7}
 
 
@@ -156,8 +171,11 @@ STDLIB_PROGRAMS = {
     "itemgetter": lambda x, v: x * operator.itemgetter("n")(v),
     "len_sorted": lambda x, v: x * len(sorted(v["keys"])) + sorted(v["keys"], reverse=True).index("b"),
     "str_methods": lambda x, v: x * len(v["s"].strip().split("-")) + v["s"].lower().count("a"),
-    "str_format": lambda x, v: x + len(f"{v['s']!r}:{v['f']:.3f}") + len("%s" % v["s"]),
-    "isinstance": lambda x, v: x * (2 if isinstance(v["n"], int) and not isinstance(v["f"], (int, str)) else 3),
+    # `%` formatting is one of the spellings captured here (an f-string would test another path)
+    "str_format": lambda x, v: x + len(f"{v['s']!r}:{v['f']:.3f}") + len("%s" % v["s"]),  # noqa: UP031
+    "isinstance": lambda x, v: (
+        x * (2 if isinstance(v["n"], int) and not isinstance(v["f"], (int, str)) else 3)
+    ),
     "min_max": lambda x, v: x * max(v["n"], 1) + min(v["keys"]).count("a"),
     "divmod_round": lambda x, v: x * divmod(v["n"], 3)[1] + round(v["f"], 1),
     "str_join_dict": lambda x, v: x * len(",".join(f"{k}={v[k]}" for k in ("n", "s"))),
@@ -166,7 +184,9 @@ STDLIB_PROGRAMS = {
     "chr_ord": lambda x, v: x + ord(chr(ord(v["s"][0]) + 1)) - ord("a"),
     "repr_hash_free": lambda x, v: x * len(repr(v["keys"])) + len(str(v["f"])),
     "any_all": lambda x, v: x * (any(k.startswith("a") for k in v["keys"]) + all(v["keys"])),
-    "enumerate_zip": lambda x, v: x * sum(i * len(k) for i, k in enumerate(v["keys"])) + len(list(zip(v["keys"], "xy"))),
+    "enumerate_zip": lambda x, v: (
+        x * sum(i * len(k) for i, k in enumerate(v["keys"])) + len(list(zip(v["keys"], "xy")))
+    ),
 }
 
 

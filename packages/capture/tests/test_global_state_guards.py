@@ -8,7 +8,8 @@ from torchsmith.capture.guards import GLOBAL_STATE, autocast_state, default_devi
 def test_every_piece_of_global_state_has_one_guard(compile_with):
     compiled = compile_with(lambda x: x + 1)
     compiled(torch.randn(2))
-    exprs = compiled.session.records[-1].guards if hasattr(compiled, "session") else compiled._session.records[-1].guards
+    session = compiled.session if hasattr(compiled, "session") else compiled._session
+    exprs = session.records[-1].guards
     for name in GLOBAL_STATE:
         assert sum(e.startswith(f"{name}()") for e in exprs) == 1, name
 

@@ -123,7 +123,9 @@ def test_a_backend_returning_no_callable_is_a_clear_error():
     def broken(gm, example_inputs):
         return None
 
-    f = torchsmith.compile(lambda x: x * 2, backend=torchsmith.fx_backend(broken), options={"fallback": "raise"})
+    f = torchsmith.compile(
+        lambda x: x * 2, backend=torchsmith.fx_backend(broken), options={"fallback": "raise"}
+    )
     with pytest.raises(torchsmith.TorchsmithError, match="not a callable"):
         f(torch.randn(2))
 

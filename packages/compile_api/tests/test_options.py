@@ -133,8 +133,9 @@ def test_compile_has_torch_compiles_signature():
 def test_public_api_snapshot():
     # an accidental removal or rename fails here; additions are deliberate edits of this list
     assert sorted(torchsmith.__all__) == sorted([
-        "AccuracyWarning", "BackendError", "BreakReason", "CaptureError", "ExplainOutput", "FallbackWarning", "FullGraphError",
-        "InvalidOptionError", "MODES", "OPTIONS", "StageError", "TorchsmithError", "Unsupported",
+        "AccuracyWarning", "BackendError", "BreakReason", "CaptureError", "ExplainOutput", "FallbackWarning",
+        "FullGraphError", "InvalidOptionError", "MODES", "OPTIONS", "StageError", "TorchsmithError",
+        "Unsupported",
         "__version__", "allow_in_graph", "compile", "disable", "dump_ir", "explain", "fx_backend",
         "list_backends", "lookup_backend", "mark_dynamic", "mark_static", "register_backend",
         "register_fx_backend", "reset", "set_logs",

@@ -115,8 +115,9 @@ def test_inductor_cli_in_a_fresh_process_reads_a_prims_graph(tmp_path, captured)
     assert aot_main([str(path), "--out", str(tmp_path / "aot")]) == 0
     assert prims_main(["decompose", str(tmp_path / "aot" / "inference.json"), "--out",
                        str(tmp_path / "prims.json")]) == 0
-    result = subprocess.run([sys.executable, "-m", "torchsmith.inductor", "compile", str(tmp_path / "prims.json"),
-                             "--check"], capture_output=True, text=True, timeout=300)
+    prims_path = str(tmp_path / "prims.json")
+    command = [sys.executable, "-m", "torchsmith.inductor", "compile", prims_path, "--check"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "matches eager on random inputs" in result.stderr
 

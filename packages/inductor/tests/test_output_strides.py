@@ -22,7 +22,10 @@ def cl(*shape):
 CASES = {
     "pointwise": (lambda x: x.sin() + 1, lambda: (cl(2, 3, 4, 5),)),
     "mixed_layouts": (lambda x, y: (x + y, y + x), lambda: (cl(2, 3, 4, 5), torch.randn(2, 3, 4, 5))),
-    "convolution": (lambda x, w: F.conv2d(x, w, padding=1), lambda: (cl(2, 3, 8, 8), torch.randn(4, 3, 3, 3))),
+    "convolution": (
+        lambda x, w: F.conv2d(x, w, padding=1),
+        lambda: (cl(2, 3, 8, 8), torch.randn(4, 3, 3, 3)),
+    ),
     "conv_residual": (
         lambda x, w: torch.relu(F.conv2d(x, w, padding=1)) + x,
         lambda: (cl(2, 3, 8, 8), torch.randn(3, 3, 3, 3)),

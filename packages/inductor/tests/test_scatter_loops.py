@@ -38,7 +38,12 @@ def _assert_scatter_loops(programs, count=1):
     ]
     assert externs == [], f"extern calls for {externs}"
     assert not [op for p in programs for op, _ in p.fallbacks if op in WRITE_OPS]
-    loops = [b for p in programs for b in p.buffers if isinstance(b, ComputedBuffer) and isinstance(b.body, Scatter)]
+    loops = [
+        b
+        for p in programs
+        for b in p.buffers
+        if isinstance(b, ComputedBuffer) and isinstance(b.body, Scatter)
+    ]
     assert len(loops) >= count
 
 
@@ -111,11 +116,16 @@ def test_index_put_matches_eager(dtype, accumulate):
     rows4 = torch.tensor([3, -1, 0, 2]) if not accumulate else rows.clamp(-4, 3)
     for indices, values in ((["n", "i", "j"], (4, 1)), (["i", "n", "j"], (n, 5))):
 
-        def body(b, x, i, j, v):
+        def body(b, x, i, j, v, indices=indices):
             chosen = [{"i": i, "j": j, "n": None}[k] for k in indices]
             return b.op("aten.index_put.default", x, chosen, v, accumulate)
 
-        types = {"x": ((4, 5, 6), dtype), "i": ((n,), torch.int64), "j": ((n,), torch.int64), "v": (values, dtype)}
+        types = {
+            "x": ((4, 5, 6), dtype),
+            "i": ((n,), torch.int64),
+            "j": ((n,), torch.int64),
+            "v": (values, dtype),
+        }
         graph = make_graph("index_put_dims", types, body)
         compiled = compile_graph(graph)
         _assert_scatter_loops([compiled.program])
@@ -161,7 +171,9 @@ def test_large_scatters_thread_and_match_eager(dtype):
     _check(lambda x, i, v: x.index_put((i,), v, accumulate=True), _values((500,), dtype, 5), flat,
            _values((70000,), dtype, 6), exact=exact, **tolerance)  # fmt: skip
     unique = torch.randperm(80000, generator=g)[:40000]
-    _check(lambda x, i, v: x.index_put((i,), v), _values((80000,), dtype, 7), unique, _values((40000,), dtype, 8))
+    _check(
+        lambda x, i, v: x.index_put((i,), v), _values((80000,), dtype, 7), unique, _values((40000,), dtype, 8)
+    )
 
 
 def test_embedding_backward_is_a_scatter_loop_in_a_training_step():
@@ -250,8 +262,11 @@ def test_out_of_range_indices_raise_as_eager_does(tmp_path):
 def test_embedding_rows_check_their_index_once_and_vectorize():
     from torchsmith.inductor.testing import make_graph as graph_of
 
-    graph = graph_of("emb_bwd", {"g": ((64, 40), torch.float32), "i": ((64,), torch.int64)},
-                     lambda b, g, i: b.op("aten.embedding_dense_backward.default", g, i, 30, -1, False))  # fmt: skip
+    graph = graph_of(
+        "emb_bwd",
+        {"g": ((64, 40), torch.float32), "i": ((64,), torch.int64)},
+        lambda b, g, i: b.op("aten.embedding_dense_backward.default", g, i, 30, -1, False),
+    )
     compiled = compile_graph(graph)
     writes = compiled.source[compiled.source.index("ts::checked_position(") :]
     # one check per row, then a branch-free inner loop over the row's columns
@@ -263,7 +278,10 @@ def test_embedding_rows_check_their_index_once_and_vectorize():
 @pytest.mark.parametrize("accumulate", [True, False])
 def test_scatter_loops_with_symbolic_sizes(accumulate):
     def fn(x, i, v):
-        return x.index_put((i,), v, accumulate=accumulate), x.scatter_add(0, i[:, None].expand(-1, x.shape[1]), v)
+        return (
+            x.index_put((i,), v, accumulate=accumulate),
+            x.scatter_add(0, i[:, None].expand(-1, x.shape[1]), v),
+        )
 
     compiled = torchsmith.compile(fn, backend="inductor", dynamic=True, options={"fallback": "raise"})
     for rows, n in ((7, 4), (40, 300), (9000, 5000)):
@@ -284,8 +302,17 @@ def test_index_put_of_more_dtypes(dtype, accumulate):
     elif dtype.is_floating_point:
         x, v = torch.randn(5, 6, generator=g).to(dtype), torch.randn(shape, generator=g).to(dtype)
     else:
-        x, v = torch.randint(0, 100, (5, 6), generator=g).to(dtype), torch.randint(0, 100, shape, generator=g).to(dtype)
-    _check(lambda x, i, v: x.index_put((i,), v, accumulate=accumulate), x, rows, v, exact=not dtype.is_floating_point)
+        x, v = (
+            torch.randint(0, 100, (5, 6), generator=g).to(dtype),
+            torch.randint(0, 100, shape, generator=g).to(dtype),
+        )
+    _check(
+        lambda x, i, v: x.index_put((i,), v, accumulate=accumulate),
+        x,
+        rows,
+        v,
+        exact=not dtype.is_floating_point,
+    )
 
 
 def test_scatter_add_of_strided_and_broadcast_operands():
@@ -330,9 +357,17 @@ def test_int32_indices_scatter_and_gather_as_eager():
     x, src = torch.randn(5, 6), torch.randn(3, 6)
     index = torch.randint(0, 5, (3, 6), generator=g, dtype=torch.int32)
     _check(lambda a, i, s: a.scatter_add(0, i, s), x, index, src, exact=False)
-    _check(lambda a, i, s: a.scatter(1, torch.stack([i[:, 0] % 3, i[:, 0] % 3 + 3], 1), s[:, :2]), x, index, src)
+    _check(
+        lambda a, i, s: a.scatter(1, torch.stack([i[:, 0] % 3, i[:, 0] % 3 + 3], 1), s[:, :2]),
+        x,
+        index,
+        src,
+    )
     expected = x.gather(0, index)
-    got = torchsmith.compile(lambda a, i: a.gather(0, i), backend="inductor", options={"fallback": "raise"})(x, index)
+    gather = torchsmith.compile(
+        lambda a, i: a.gather(0, i), backend="inductor", options={"fallback": "raise"}
+    )
+    got = gather(x, index)
     assert torch.equal(got, expected)
 
 
@@ -343,7 +378,11 @@ def test_large_plain_writes_with_duplicates_keep_one_written_value(dtype):
     g = torch.Generator().manual_seed(5)
     rows = torch.randint(0, 300, (60000,), generator=g)
     x = torch.zeros(300, dtype=dtype)
-    v = (torch.arange(60000) % 251 + 1).to(dtype) if dtype != torch.bool else torch.ones(60000, dtype=torch.bool)
+    v = (
+        (torch.arange(60000) % 251 + 1).to(dtype)
+        if dtype != torch.bool
+        else torch.ones(60000, dtype=torch.bool)
+    )
     got, programs = _compiled_programs(lambda x, i, v: x.index_put((i,), v), x, rows, v)
     _assert_scatter_loops(programs)
     for position in range(300):

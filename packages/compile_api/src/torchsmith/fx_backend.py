@@ -52,7 +52,9 @@ def fx_backend(fx_compiler: Callable, *, aot: bool = False) -> Callable:
 
     backend.__name__ = f"fx_backend_{label}"
     backend.__qualname__ = backend.__name__
-    backend.__doc__ = f"{label} (an fx backend) through torchsmith.ir.to_fx{' after autograd_aot' if aot else ''}"
+    backend.__doc__ = (
+        f"{label} (an fx backend) through torchsmith.ir.to_fx{' after autograd_aot' if aot else ''}"
+    )
     return backend
 
 

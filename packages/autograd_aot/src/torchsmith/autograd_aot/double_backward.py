@@ -81,7 +81,9 @@ def differentiable_backward(program, inputs: list, grad_outputs, needs_input_gra
     for i in program.traced.differentiable_outputs:
         base = bases.get(i)
         if base is None:
-            raise AotAutogradError(f"double backward through compiled graph {name}: output {i} has no eager twin")
+            raise AotAutogradError(
+                f"double backward through compiled graph {name}: output {i} has no eager twin"
+            )
         if base.requires_grad:
             outputs.append(base)
             weights.append(grad_outputs[i])

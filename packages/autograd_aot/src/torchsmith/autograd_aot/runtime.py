@@ -134,7 +134,9 @@ class _CompiledFunction(torch.autograd.Function):
         # tensors are saved; a mutated input is kept as a copy of its value now, since the call
         # writes to it afterwards; other arguments as they are.
         kept = program.kept_inputs(args)
-        ctx.other_inputs = {i: args[i] if i in kept.others else args[i].detach().clone() for i in kept.unsaved}
+        ctx.other_inputs = {
+            i: args[i] if i in kept.others else args[i].detach().clone() for i in kept.unsaved
+        }
         ctx.save_for_backward(*saved_tensors, *[args[i] for i in kept.saved])
         differentiable = set(program.traced.differentiable_outputs)
         frozen = [o for i, o in enumerate(outputs) if i not in differentiable and isinstance(o, torch.Tensor)]
@@ -427,7 +429,9 @@ class AotFunction:
     def run_eagerly(self, args, reason: str) -> list:
         """Run the torch-level graph as eager ops for this call, after one warning (later ones are
         logged to `torchsmith.autograd_aot`)."""
-        message = f"torchsmith: stage autograd_aot runs graph {self.graph.name} eagerly for this call: {reason}"
+        message = (
+            f"torchsmith: stage autograd_aot runs graph {self.graph.name} eagerly for this call: {reason}"
+        )
         if self.warned_eager:
             log.info("%s", message)
         else:

@@ -40,7 +40,9 @@ def bind_to_code(fn: types.FunctionType, args: tuple, kwargs: dict) -> dict:
         elif has_varkw:
             extra[key] = value
         elif key in names[:nposonly]:
-            raise TypeError(f"{qualname} got some positional-only arguments passed as keyword arguments: {key!r}")
+            raise TypeError(
+                f"{qualname} got some positional-only arguments passed as keyword arguments: {key!r}"
+            )
         else:
             raise TypeError(f"{qualname} got an unexpected keyword argument {key!r}")
     defaults = fn.__defaults__ or ()

@@ -47,7 +47,8 @@ def autocast_state() -> tuple | None:
     if not torch._C._is_any_autocast_enabled():
         return None
     return tuple(
-        (device, torch.is_autocast_enabled(device), torch.get_autocast_dtype(device)) for device in ("cpu", "cuda")
+        (device, torch.is_autocast_enabled(device), torch.get_autocast_dtype(device))
+        for device in ("cpu", "cuda")
     )
 
 

@@ -166,7 +166,9 @@ class AttributeOps:
     def guard_class_member(self, klass: type, name: str, member) -> None:
         """A method, property or static/class method found in `klass.__dict__` must stay the same
         object (a method patched on the class between calls recompiles)."""
-        self.guards.add(f"{self.ns.name_of(klass)}.__dict__.get({string_literal(name)}) is {self.ns.name_of(member)}")
+        self.guards.add(
+            f"{self.ns.name_of(klass)}.__dict__.get({string_literal(name)}) is {self.ns.name_of(member)}"
+        )
 
     def _plain_attribute(self, obj: ConstVar, name: str, root):
         value = obj.value
@@ -184,7 +186,9 @@ class AttributeOps:
                 self.guards.has_attribute(root, name, False, value)
             raise Unsupported(f"AttributeError: {e}") from e
         if source is None:
-            return self.wrap_unguarded(result) if not isinstance(result, torch.Tensor) else self.wrap(result, None)
+            if not isinstance(result, torch.Tensor):
+                return self.wrap_unguarded(result)
+            return self.wrap(result, None)
         return self.wrap(result, source)
 
     def super_attribute(self, sup: SuperVar, name: str):

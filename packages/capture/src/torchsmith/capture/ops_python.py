@@ -170,7 +170,8 @@ class PythonOps:
         if isinstance(module, (torch.nn.Sequential, torch.nn.ModuleList)):
             # `_modules[key]` is a dict lookup; `module[i]` walks the container on every guard check
             return [
-                self.wrap(m, f"{src}._modules[{self.ns.literal(k)}]" if src else None) for k, m in module._modules.items()
+                self.wrap(m, f"{src}._modules[{self.ns.literal(k)}]" if src else None)
+                for k, m in module._modules.items()
             ]
         if isinstance(module, torch.nn.ModuleDict):
             return [ConstVar(k) for k in module.keys()]
@@ -374,13 +375,21 @@ class PythonOps:
                     torch.nn.ParameterDict,
                 ),
             ):
-                src = f"{container.source}[{self.ns.literal(k)}]" if container.source and not isinstance(k, slice) else None
+                src = (
+                    f"{container.source}[{self.ns.literal(k)}]"
+                    if container.source and not isinstance(k, slice)
+                    else None
+                )
                 return self.wrap(value[k], src)
             try:
                 result = value[k]
             except Exception as e:
                 raise Unsupported(f"indexing raised {type(e).__name__}: {e}") from e
-            source = f"{container.source}[{self.ns.literal(k)}]" if container.source and not isinstance(k, slice) else None
+            source = (
+                f"{container.source}[{self.ns.literal(k)}]"
+                if container.source and not isinstance(k, slice)
+                else None
+            )
             return self.wrap(result, source) if source else self.wrap_unguarded(result)
         raise Unsupported(f"indexing {container.describe()}")
 

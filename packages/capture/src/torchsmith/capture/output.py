@@ -209,7 +209,8 @@ class Codegen:
             positional = args[: len(args) - len(kwnames)]
             keywords = dict(zip(kwnames, args[len(args) - len(kwnames) :]))
             call_args = ", ".join(
-                [self.expr(a) for a in positional] + keyword_arguments((k, self.expr(v)) for k, v in keywords.items())
+                [self.expr(a) for a in positional]
+                + keyword_arguments((k, self.expr(v)) for k, v in keywords.items())
             )
             self.lines.append(
                 f"__r = __call({self.expr(fn)}, {call_args})"

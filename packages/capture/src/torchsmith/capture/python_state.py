@@ -19,7 +19,7 @@ import types
 import torch
 
 from torchsmith.capture.errors import Unsupported
-from torchsmith.capture.variables import ConstVar, VariableTracker
+from torchsmith.capture.variables import ConstVar
 
 _MISSING = object()
 
@@ -95,7 +95,9 @@ class PythonStateOps:
         if name == "reset":
             token = self.as_python(args[0])
             if not isinstance(token, ShadowToken) or token.var is not var:
-                raise Unsupported(f"ContextVar {var.name!r}: reset with a token set outside the compiled code")
+                raise Unsupported(
+                    f"ContextVar {var.name!r}: reset with a token set outside the compiled code"
+                )
             if token.previous is _MISSING:
                 shadow.pop(var, None)
             else:

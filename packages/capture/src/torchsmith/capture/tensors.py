@@ -235,9 +235,13 @@ def _infer_result(op: str, fn, args: tuple, kwargs: dict, grad_enabled: bool):
         wants_grad = bool(args[1]) if len(args) > 1 else bool(kwargs.get("requires_grad", True))
         if wants_grad and not tensor_types[0].requires_grad:
             # a new autograd leaf: compiled graphs run below autograd and could not make one
-            raise Unsupported("requires_grad_() makes a new autograd leaf (it runs eagerly, so gradients reach it)")
+            raise Unsupported(
+                "requires_grad_() makes a new autograd leaf (it runs eagerly, so gradients reach it)"
+            )
     elif kwargs.get("requires_grad") is True:
-        raise Unsupported(f"{op}(requires_grad=True) makes a new autograd leaf (it runs eagerly, so gradients reach it)")
+        raise Unsupported(
+            f"{op}(requires_grad=True) makes a new autograd leaf (it runs eagerly, so gradients reach it)"
+        )
 
     def convert(r):
         if isinstance(r, torch.Tensor):

@@ -114,7 +114,9 @@ def emit_scatter_kernel(name: str, buffer: ComputedBuffer, program: LoopProgram)
     from torchsmith.inductor.cpp_codegen import PARALLEL_THRESHOLD, Kernel  # here: it imports this module
 
     body, dtype = buffer.body, buffer.layout.dtype
-    dtypes = {b.name: b.layout.dtype for b in program.buffers} | {i.name: i.layout.dtype for i in program.inputs}
+    dtypes = {b.name: b.layout.dtype for b in program.buffers} | {
+        i.name: i.layout.dtype for i in program.inputs
+    }
     reads = tuple(dict.fromkeys(ld.buffer for ld in loads(body.value) if ld.buffer != buffer.name))
     namer = IdentifierNamer(program.symbols)
     pointer_of = {buffer.name: namer.name(f"out_{buffer.name}")} | {n: namer.name(f"in_{n}") for n in reads}
@@ -147,7 +149,9 @@ def _emit_copy(buffer, pointer_of, lines, counter, threshold) -> None:
     writer = BodyWriter(pointer_of, lines, indent, counter)
     value = writer.value(body.base)
     store = sympy.expand(sum((v * s for v, s in zip(variables, layout.strides)), sympy.Integer(0)))
-    lines.append(f"{indent}{pointer_of[buffer.name]}[{cpp_index(store)}] = {store_code(value, layout.dtype)};")
+    lines.append(
+        f"{indent}{pointer_of[buffer.name]}[{cpp_index(store)}] = {store_code(value, layout.dtype)};"
+    )
     for depth in reversed(range(n)):
         lines.append(f"{'  ' * (depth + 1)}}}")
 
@@ -166,7 +170,9 @@ def _emit_writes(buffer, pointer_of, lines, counter, threshold) -> None:
         lines.append(f"  #pragma omp parallel{condition}")
         lines.append("  {")
         extent = cpp_index(dict(zip(variables, body.reduction_ranges))[split])
-        lines.append(f"{indent}const int64_t ts_threads = omp_get_num_threads(), ts_thread = omp_get_thread_num();")
+        lines.append(
+            f"{indent}const int64_t ts_threads = omp_get_num_threads(), ts_thread = omp_get_thread_num();"
+        )
         lines.append(f"{indent}const int64_t ts_lo = {extent} * ts_thread / ts_threads;")
         lines.append(f"{indent}const int64_t ts_hi = {extent} * (ts_thread + 1) / ts_threads;")
     elif atomic:

@@ -87,7 +87,6 @@ class CompiledGraph:
                 (pos, name, t, t.dtype, tuple(t.shape), tuple(t.strides)) for pos, name, t in self._expected
             ]
         from torchsmith.inductor.cpp_indirect import index_check
-
         from torchsmith.inductor.cpp_zero_division import zero_division_check
 
         self._check = index_check(library, program)
