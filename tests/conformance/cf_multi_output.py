@@ -71,7 +71,8 @@ def reductions_return_named_tuples():
     def fn(x):
         lo, hi = torch.aminmax(x, dim=0)
         s = torch.sort(x, 1, descending=True)
-        return lo, hi, s, s.values - s.indices, torch.topk(x, 2), x.max(1), torch.cummax(x, 0), torch.aminmax(x)
+        top = torch.topk(x, 2)
+        return lo, hi, s, s.values - s.indices, top, x.max(1), torch.cummax(x, 0), torch.aminmax(x)
 
     return fn, [(torch.randn(6, 4),)]
 

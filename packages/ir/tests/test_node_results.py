@@ -49,7 +49,10 @@ def test_count_mismatch_is_an_interpret_error_naming_the_node():
 
 @pytest.mark.parametrize(
     ("result", "count", "expected"),
-    [(1, 1, [1]), ((1,), 1, [1]), ([1, 2], 2, [1, 2]), ((1, [2, (3,)]), 3, [1, 2, 3]), ((1, None), 2, [1, None])],
+    [
+        (1, 1, [1]), ((1,), 1, [1]), ([1, 2], 2, [1, 2]), ((1, [2, (3,)]), 3, [1, 2, 3]),
+        ((1, None), 2, [1, None]),
+    ],
 )
 def test_node_results(result, count, expected):
     assert node_results(result, count) == expected

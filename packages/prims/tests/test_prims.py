@@ -43,6 +43,9 @@ def test_prim_has_samples(name):
     assert prim_samples(name), f"{name} has no samples in the database"
 
 
+HALF_DTYPES = (torch.bfloat16, torch.float16)
+
+
 @pytest.mark.parametrize("name", sorted(PRIMS))
 def test_reference_matches_torch_and_rule_matches_result(name):
     for sample in prim_samples(name):
@@ -68,7 +71,10 @@ def test_reference_matches_torch_and_rule_matches_result(name):
                         f"{what}: strides {got.stride()} vs {declared.strides}"
                     )
             if name not in UNSPECIFIED_VALUES:
-                assert_close(got, from_numpy(ref, got.dtype), what=what)
+                # torch's half-precision convolutions round their partial sums on CPUs without native
+                # bf16 dot products (AVX2), so they sit a few bf16 steps from the float64 reference
+                scale = 8.0 if name == "prims.convolution" and got.dtype in HALF_DTYPES else 1.0
+                assert_close(got, from_numpy(ref, got.dtype), what=what, scale=scale)
 
 
 def test_philox_matches_the_published_known_answers():

@@ -195,7 +195,8 @@ class _Recorder(TorchDispatchMode):
         if self.meta_twins:
             args, kwargs = self._on_meta(args), {k: self._on_meta(v) for k, v in kwargs.items()}
         storage_before = args[0].untyped_storage().nbytes() if op.startswith("aten.resize_.") else None
-        result = with_device_shapes(op, args, with_device_layout(op, args, func(*args, **kwargs), self.device), self.device)
+        result = with_device_layout(op, args, func(*args, **kwargs), self.device)
+        result = with_device_shapes(op, args, result, self.device)
         if storage_before is not None and result.untyped_storage().nbytes() > storage_before:
             raise TraceError(
                 f"{op} grows the tensor's storage{self._where()}: the new elements hold no defined values; "
@@ -271,7 +272,8 @@ def _plain(arg):
 
 
 def _meta_like(x: torch.Tensor, requires_grad: bool) -> torch.Tensor:
-    meta = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta").requires_grad_(requires_grad)
+    meta = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
+    meta.requires_grad_(requires_grad)
     if requires_grad and not x.is_leaf:
         # autograd refuses in-place ops on leaves that require grad, as on the caller's tensor; a
         # non-leaf input may have its shape changed in place (`x.t_()`), so its stand-in is one too
@@ -344,7 +346,9 @@ def _holds_tensor(value) -> bool:
     return False
 
 
-def _metadata_mutations(recorder: _Recorder, aliases: dict, input_tensors: list) -> tuple[MetadataMutation, ...]:
+def _metadata_mutations(
+    recorder: _Recorder, aliases: dict, input_tensors: list
+) -> tuple[MetadataMutation, ...]:
     """The inputs whose own shape or strides changed: the tensor object of such an input was last
     bound to a view twin of a metadata mutation (in-place data ops keep its alias chain empty)."""
     changes = []

@@ -205,7 +205,9 @@ def _eval_statistics(e, result):
     out, saved_mean, saved_invstd = result
     declared = [v.type for v in e.current_outputs[1:3]]
     if len(declared) == 2 and all(getattr(t, "shape", None) == (0,) for t in declared):
-        saved_mean, saved_invstd = (full(e, [0], 0.0, dtype=t.dtype, device=torch.device(t.device)) for t in declared)
+        saved_mean, saved_invstd = (
+            full(e, [0], 0.0, dtype=t.dtype, device=torch.device(t.device)) for t in declared
+        )
     return out, saved_mean, saved_invstd
 
 
