@@ -9,6 +9,7 @@ import os
 import shutil
 import sys
 import textwrap
+import time
 
 import pytest
 import torch
@@ -161,6 +162,10 @@ def test_a_worker_that_dies_mid_request_is_not_counted_as_a_compile(kernel_modul
     workers = CompileWorkers(1)
     try:
         assert workers.compile([request]) == 0
+        # its pipe closes as it exits; the process itself may take a moment longer to be reaped
+        deadline = time.monotonic() + 30
+        while workers.alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert not workers.alive()
     finally:
         workers.close()
