@@ -118,8 +118,9 @@ def _public_functions(module, owners: tuple[str, ...]) -> dict[str, Callable]:
 
 # Private ATen-bound torch functions that public modules call in their forward, so that capture
 # records them as ops instead of breaking the graph: nn.utils.weight_norm (both APIs) calls
-# torch._weight_norm (Wav2Vec2's positional convolution).
-_TORCH_PRIVATE_OPS = ("_weight_norm",)
+# torch._weight_norm (Wav2Vec2's positional convolution); nn.TransformerEncoderLayer and
+# nn.MultiheadAttention call their fused fast paths in inference.
+_TORCH_PRIVATE_OPS = ("_weight_norm", "_transformer_encoder_layer_fwd", "_native_multi_head_attention")
 
 
 def _torch_functions() -> dict[str, Callable]:
