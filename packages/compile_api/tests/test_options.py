@@ -92,7 +92,19 @@ def test_backends_with_an_options_keyword_receive_the_resolved_dict():
     torch.testing.assert_close(f(torch.ones(2)), torch.full((2,), 2.0))
     (options,) = backend.seen
     assert options == {"fallback": "eager", "max_autotune": True, "triton.cudagraphs": False,
-                       "cpp.threads": 2, "check": False, "check.repro_dir": None, "mode": "max-autotune"}
+                       "cpp.threads": 2, "check": False, "check.repro_dir": None,
+                       "cache.size_limit_mb": None, "mode": "max-autotune"}
+
+
+def test_the_cache_size_limit_option_bounds_the_disk_caches(monkeypatch):
+    from torchsmith.inductor import cache_files
+
+    monkeypatch.setattr(cache_files, "_size_limit_mb", None)
+    f = torchsmith.compile(lambda x: x * 3 + 1, options={"cache.size_limit_mb": 64})
+    torch.testing.assert_close(f(torch.ones(4)), torch.full((4,), 4.0))
+    assert cache_files.size_limit_bytes() == 64 * 2**20
+    with pytest.raises(torchsmith.InvalidOptionError, match="at least 0"):
+        torchsmith.compile(lambda x: x, options={"cache.size_limit_mb": -1})
 
 
 def test_a_backend_without_options_refuses_modes_it_would_ignore():

@@ -16,6 +16,8 @@ key                    default    meaning
                                   stage's result. ``TORCHSMITH_CHECK=1`` turns it on for every compile
 ``check.repro_dir``    None       where repro folders go (None: ``$TORCHSMITH_CHECK_DIR``, else a new
                                   temporary directory)
+``cache.size_limit_mb`` None      bound on the compile caches on disk, least recently used evicted first;
+                                  process-wide (None: ``$TORCHSMITH_CACHE_SIZE_MB``, else 1024)
 =====================  =========  =====================================================================
 
 Modes are presets of these keys: ``"default"`` (none), ``"reduce-overhead"`` (triton.cudagraphs),
@@ -55,6 +57,8 @@ OPTIONS: dict[str, OptionSpec] = {
     "check": OptionSpec(False, (bool,), "compare every stage's output with the previous stage's on the "
                         "call's real inputs (TORCHSMITH_CHECK=1 for every compile)"),
     "check.repro_dir": OptionSpec(None, (str, type(None)), "where the accuracy check writes repro folders"),
+    "cache.size_limit_mb": OptionSpec(None, (int, float, type(None)), "bound on the compile caches on disk "
+                                      "in MB, process-wide (None: $TORCHSMITH_CACHE_SIZE_MB, else 1024)"),
 }
 
 MODES: dict[str, dict] = {
@@ -94,6 +98,8 @@ def resolve_options(mode: str | None, options: dict | None) -> dict:
             )
         if key == "cpp.threads" and value is not None and value < 1:
             raise InvalidOptionError(f"option 'cpp.threads' must be at least 1, got {value}")
+        if key == "cache.size_limit_mb" and value is not None and not value >= 0:
+            raise InvalidOptionError(f"option 'cache.size_limit_mb' must be at least 0, got {value}")
         resolved[key] = value
     if "check" not in (options or {}) and os.environ.get("TORCHSMITH_CHECK", "0") not in ("", "0"):
         resolved["check"] = True

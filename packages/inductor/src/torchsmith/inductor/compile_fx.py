@@ -26,6 +26,7 @@ import logging
 import time
 
 from torchsmith.inductor import compile_cache
+from torchsmith.inductor.cache_files import set_size_limit_mb
 from torchsmith.inductor.cached_program import CachedProgramError, cpp_program_from_json, cpp_program_to_json
 from torchsmith.inductor.channels_last import plan_channels_last
 from torchsmith.inductor.cpp_build import load_library
@@ -76,13 +77,17 @@ def compile_graph(graph: Graph, example_inputs=None, options: dict | None = None
     """Compile `graph` for the CPU; the result, called with the graph's inputs, returns the same
     list of outputs as `torchsmith.ir.interpret(graph, *inputs)`. `options` is compile_api's
     options dict; the C++ path reads `"cpp.threads"` (OpenMP threads of its kernels, None: OpenMP's
-    default) and `"layout_optimization"` (channels-last convolutions; default `LAYOUT_OPTIMIZATION`).
+    default), `"layout_optimization"` (channels-last convolutions; default `LAYOUT_OPTIMIZATION`)
+    and `"cache.size_limit_mb"` (the disk caches' bound, process-wide; see `cache_files`).
 
     >>> fn = compile_graph(graph, [x])   # doctest: +SKIP
     >>> fn(x)                            # doctest: +SKIP
     """
     timings: dict[str, float] = {}
     timed = _Timer(timings)
+    limit = (options or {}).get("cache.size_limit_mb")
+    if limit is not None:
+        set_size_limit_mb(limit)
     prims_graph = timed("decompose", to_prims, graph)
     devices = {v.type.device for v in prims_graph.values() if hasattr(v.type, "device")}
     if devices - {"cpu"}:
