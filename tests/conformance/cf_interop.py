@@ -47,6 +47,27 @@ def channels_last_pointwise_and_broadcasting():
 
 
 @layout(graphs=1)
+def group_norm_keeps_channels_last():
+    # the CPU composite normalizes a channels-last input in place of layout; 3-d inputs too
+    def fn(x, x3, w, b):
+        y = torch.nn.functional.group_norm(x, 2, w, b)
+        return y, torch.relu(y) + x, torch.nn.functional.group_norm(x3, 4, None, None, 1e-3)
+
+    return fn, [(cl(2, 4, 5, 6), cl(1, 4, 3, 4, 5), torch.randn(4), torch.randn(4))]
+
+
+@layout(graphs=1, train=True)
+def group_norm_of_channels_last_trains_as_eager():
+    norm = torch.nn.GroupNorm(2, 4)
+
+    def fn(x):
+        return norm(x).sum(dim=(2, 3)) * 2
+
+    fn.norm = norm
+    return fn, [(cl(2, 4, 5, 6).requires_grad_(),)]
+
+
+@layout(graphs=1)
 def mixed_layout_operands_follow_eager():
     # TensorIterator: the first operand that is not contiguous decides; ties go to contiguous
     def fn(x, y, t):

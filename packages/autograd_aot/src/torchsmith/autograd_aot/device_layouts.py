@@ -12,7 +12,11 @@ at most 8, or the real size when the op needs more), and lays the meta result ou
 result is (channels-last or contiguous). Later meta ops then see the layout eager's ops see.
 """
 
+import contextlib
+import math
+
 import torch
+from torch.overrides import TorchFunctionMode
 
 CONVOLUTION = "aten.convolution.default"
 # Ops (other than convolution) whose first output's layout the real kernel decides, by the size
@@ -126,3 +130,37 @@ def _like(meta: torch.Tensor, sizes: list[int], device: str) -> torch.Tensor:
         strides[k] = step
         step *= max(sizes[k], 1)
     return torch.zeros(step, dtype=meta.dtype, device=device).as_strided(sizes, strides)
+
+
+class CpuGroupNorm(TorchFunctionMode):
+    """While the tracer runs a CPU program: `F.group_norm` of a channels-last input keeps that layout,
+    as the CPU composite does (on any other device, meta included, the composite first copies the
+    input to contiguous, before any op a probe could correct)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.nn.functional.group_norm or func is torch.group_norm:
+            result = _channels_last_group_norm(args, kwargs)
+            if result is not None:
+                return result
+        return func(*args, **kwargs)
+
+
+def cpu_layouts(device: str):
+    """The context the tracer runs a program in: `CpuGroupNorm` for CPU programs."""
+    return CpuGroupNorm() if device == "cpu" else contextlib.nullcontext()
+
+
+def _channels_last_group_norm(args, kwargs: dict):
+    """`native_group_norm` on the input as it is laid out, or None where the composite's own path
+    gives eager's layout (a contiguous input, or one whose layout is ambiguous)."""
+    call = {"weight": None, "bias": None, "eps": 1e-5}
+    call.update(zip(("input", "num_groups", "weight", "bias", "eps"), args))
+    call.update({k: v for k, v in kwargs.items() if k in ("input", "num_groups", "weight", "bias", "eps")})
+    x = call.get("input")
+    fmt = _CHANNELS_LAST.get(x.dim()) if isinstance(x, torch.Tensor) else None
+    if fmt is None or x.is_contiguous() or not x.is_contiguous(memory_format=fmt):
+        return None
+    n, c, hxw = x.shape[0], x.shape[1], math.prod(x.shape[2:])
+    weight, bias = call["weight"], call["bias"]
+    return torch.ops.aten.native_group_norm(x, weight, bias, n, c, hxw, call["num_groups"], call["eps"])[0]

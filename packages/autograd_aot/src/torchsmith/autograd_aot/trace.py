@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from torchsmith.autograd_aot.device_layouts import with_device_layout
+from torchsmith.autograd_aot.device_layouts import cpu_layouts, with_device_layout
 from torchsmith.autograd_aot.device_shapes import with_device_shapes
 from torchsmith.autograd_aot.errors import TraceError
 from torchsmith.autograd_aot.fused_attention import fused_attention
@@ -391,8 +391,9 @@ def trace(graph: Graph, example_inputs, *, training: bool, device: str | None = 
     # refers to the forward's values by identity.
     keep_identity = torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)
     attention = fused_attention(recorder.device, training)
+    layouts = cpu_layouts(recorder.device)
     grad_mode = torch.set_grad_enabled(training and torch.is_grad_enabled())
-    with grad_mode, keep_identity, recorder, attention:
+    with grad_mode, keep_identity, recorder, attention, layouts:
         outputs = _run_torch_graph(graph, env, bindings, recorder)
         aliases = track_aliases(recorder.inputs, recorder.nodes)
         specs, bases = _output_specs(recorder, aliases, outputs, num_inputs)
