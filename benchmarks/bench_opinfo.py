@@ -9,9 +9,15 @@ where torchsmith errors or falls back and torch.compile passes.
     python benchmarks/bench_opinfo.py                    # hours on two cores: every op, both compilers
     python benchmarks/bench_opinfo.py --only torchsmith  # torchsmith's column alone
     python benchmarks/bench_opinfo.py --ops add,softmax --samples 1
+
+Spread over processes (or machines) with shards, each writing its rows as it goes, then merge:
+
+    python benchmarks/bench_opinfo.py --shard 3/16 --rows shard3.json   # resumes from shard3.json
+    python benchmarks/bench_opinfo.py --merge shard*.json               # writes results/opinfo.*
 """
 
 import argparse
+import dataclasses
 import json
 import pathlib
 import sys
@@ -34,27 +40,73 @@ def main(argv=None) -> int:
     parser.add_argument("--ops", help="comma-separated OpInfo names (default: all)")
     parser.add_argument("--samples", type=int, default=2, help="samples per op and dtype")
     parser.add_argument("--quick", action="store_true", help="20 ops, one sample: a smoke run")
+    parser.add_argument("--shard", help="I/N: sweep every N-th op starting at the I-th (0-based)")
+    parser.add_argument("--rows", help="JSON file of rows: written after every op, read to resume")
+    parser.add_argument("--merge", nargs="+", metavar="ROWS", help="write the results from --rows files")
     options = parser.parse_args(argv)
     warnings.simplefilter("ignore")
+    if options.merge:
+        return merge(options)
     ops = opinfo_sweep.op_database()
     if options.ops:
         wanted = set(options.ops.split(","))
         ops = [op for op in ops if op.name in wanted or f"{op.name}.{op.variant_test_name}" in wanted]
     if options.quick:
         ops, options.samples = ops[:20], 1
+    if options.shard:
+        index, count = (int(part) for part in options.shard.split("/"))
+        ops = ops[index::count]
     compilers = [options.only] if options.only else list(COMPILERS)
-    rows, start = {}, time.time()
+    rows_file = pathlib.Path(options.rows) if options.rows else None
+    rows, _, before = read_rows([rows_file]) if rows_file and rows_file.exists() else ({}, None, 0.0)
+    start = time.time() - before
     for i, op in enumerate(ops):
+        name_of_op = op.name if not op.variant_test_name else f"{op.name}.{op.variant_test_name}"
+        if all(c in rows.get(name_of_op, {}) for c in compilers):
+            continue
         for name in compilers:
             result = opinfo_sweep.sweep_op(COMPILERS[name](), op, samples_per_dtype=options.samples)
             rows.setdefault(result.op, {})[name] = result
         print(f"[{i + 1}/{len(ops)} {time.time() - start:.0f}s] " + "  ".join(
             f"{n}: {r.status}" for n, r in rows[result.op].items()) + f"  {result.op}", flush=True)
-    write(rows, compilers, options, time.time() - start)
+        if rows_file:
+            write_rows(rows_file, rows, time.time() - start)
+    if not rows_file:
+        write(rows, compilers, options, time.time() - start)
     return 0
 
 
-def write(rows: dict, compilers: list, options, seconds: float) -> None:
+def write_rows(path: pathlib.Path, rows: dict, seconds: float) -> None:
+    """Every op's results so far, replaced atomically so a killed run leaves a readable file."""
+    data = {"machine": common.machine(), "seconds": seconds,
+            "rows": {op: {c: dataclasses.asdict(r) for c, r in by.items()} for op, by in rows.items()}}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data) + "\n")
+    tmp.replace(path)
+
+
+def read_rows(paths) -> tuple[dict, dict | None, float]:
+    """The rows of one or more --rows files merged, the machine they ran on, the longest shard's time."""
+    rows, machine, seconds = {}, None, 0.0
+    for path in paths:
+        data = json.loads(pathlib.Path(path).read_text())
+        machine, seconds = machine or data["machine"], max(seconds, data["seconds"])
+        for op, by in data["rows"].items():
+            for c, r in by.items():
+                rows.setdefault(op, {})[c] = opinfo_sweep.OpResult(**r)
+    return rows, machine, seconds
+
+
+def merge(options) -> int:
+    """Writes results/opinfo.{md,json} from shard row files, on the machine the shards ran on."""
+    rows, machine, seconds = read_rows(options.merge)
+    compilers = sorted({c for by in rows.values() for c in by}, key=list(COMPILERS).index)
+    write(rows, compilers, options, seconds, machine, shards=len(options.merge))
+    return 0
+
+
+def write(rows: dict, compilers: list, options, seconds: float, machine: dict | None = None,
+          shards: int = 1) -> None:
     totals = {c: dict.fromkeys(opinfo_sweep.ORDER, 0) for c in compilers}
     for by_compiler in rows.values():
         for c, r in by_compiler.items():
@@ -62,7 +114,8 @@ def write(rows: dict, compilers: list, options, seconds: float) -> None:
     if options.quick or options.ops:
         print(json.dumps(totals, indent=1))
         return
-    info = common.machine()
+    info = machine or common.machine()
+    spread = f" in {shards} processes" if shards > 1 else ""
     record = {"machine": info, "seconds": round(seconds), "samples_per_dtype": options.samples,
               "totals": totals,
               "ops": {op: {c: {"status": r.status, "samples": r.samples, "problem": r.first_problem}
@@ -71,7 +124,8 @@ def write(rows: dict, compilers: list, options, seconds: float) -> None:
     (common.RESULTS / "opinfo.json").write_text(json.dumps(record, indent=1) + "\n")
     lines = ["# OpInfo sweep: torch's op samples through torchsmith.compile and torch.compile (CPU)", "",
              f"{info['date']}, {info['cpu']}, torch {info['torch']}, {len(rows)} OpInfos, up to "
-             f"{options.samples} samples per dtype (float32, int64, bfloat16), {seconds / 60:.0f} min.", "",
+             f"{options.samples} samples per dtype (float32, int64, bfloat16), "
+             f"{seconds / 60:.0f} min{spread}.", "",
              "| compiler | ops | " + " | ".join(opinfo_sweep.ORDER) + " |", "|---|---|---|---|---|---|"]
     for c in compilers:
         lines.append(f"| {c} | {sum(totals[c].values())} | " + " | ".join(
