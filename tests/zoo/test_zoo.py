@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("transformers")
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
-from zoo_harness import run_model  # noqa: E402
+from zoo_harness import problems_of, run_model  # noqa: E402
 from zoo_models import MODELS  # noqa: E402
 
 FULL = os.environ.get("TORCHSMITH_ZOO") == "full"
@@ -24,25 +24,6 @@ _KV_CACHE = ("with use_cache (the default) transformers creates a DynamicCache i
              "breaks there (creating an instance of a user class is not traced), 3 graphs and 7 breaks where "
              "torch.compile makes 1 graph")
 EXPECTED_FAILURES: dict[str, str] = {"llama": _KV_CACHE, "gpt2": _KV_CACHE}
-
-
-def problems_of(result) -> list[str]:
-    """Everything a zoo row must hold, as a list of what does not."""
-    found = []
-    if not result.correct:
-        found.append(f"not equal to eager: {result.error}")
-    if result.tc_graphs is not None and result.graphs > result.tc_graphs:
-        found.append(f"{result.graphs} graphs where torch.compile makes {result.tc_graphs}")
-    if result.tc_breaks is not None and result.breaks > result.tc_breaks:
-        found.append(f"{result.breaks} graph breaks where torch.compile has {result.tc_breaks}: "
-                     f"{result.break_reasons[:3]}")
-    if result.graphs and result.graphs_all_sizes > 2 * result.graphs:
-        found.append(f"{result.graphs_all_sizes} graphs over three sizes ({result.graphs} at the first)")
-    if result.train_ok not in (None, True):
-        found.append(f"training step: {result.train_ok}")
-    if result.generate_ok not in (None, True):
-        found.append(f"generate: {result.generate_ok}")
-    return found
 
 
 def _cases():

@@ -4,7 +4,9 @@ What a row of the zoo table holds: outputs equal to eager at every size, torchsm
 graph breaks beside torch.compile's (counted with a backend that only counts, so torch.compile's
 compile time is not paid here), the graphs compiled over three sizes (automatic dynamic: at most two
 per graph of the first size), optionally one training step with every gradient equal to eager's and
-`generate()` of a compiled decoder token for token.
+`generate()` of a compiled decoder token for token. With `timing`, the row also holds first-call and
+steady per-call times of eager, torchsmith.compile and torch.compile (inductor both), measured at the
+first size before the other sizes recompile anything (benchmarks/bench_zoo.py writes the table).
 """
 
 import copy
@@ -48,9 +50,12 @@ class ZooResult:
     tc_breaks: int | None = None
     train_ok: bool | None = None
     generate_ok: bool | None = None
-    eager_ms: float | None = None
-    first_call_s: float | None = None
+    eager_ms: float | None = None  # steady per-call times at the first size (timing only)
+    first_call_s: float | None = None  # torchsmith: compile and first run
     steady_ms: float | None = None
+    tc_first_call_s: float | None = None  # torch.compile (inductor), timing only
+    tc_steady_ms: float | None = None
+    tc_error: str | None = None  # torch.compile's output not equal to eager's, or its crash
 
 
 def tensors_of(x) -> list[torch.Tensor]:
@@ -78,6 +83,25 @@ def same(expected, actual) -> str | None:
             err = (x.detach() - y.detach()).abs().max().item()
             return f"output tensor {i} {tuple(x.shape)} differs, max error {err:.3g}"
     return None
+
+
+def problems_of(result) -> list[str]:
+    """Everything a zoo row must hold, as a list of what does not."""
+    found = []
+    if not result.correct:
+        found.append(f"not equal to eager: {result.error}")
+    if result.tc_graphs is not None and result.graphs > result.tc_graphs:
+        found.append(f"{result.graphs} graphs where torch.compile makes {result.tc_graphs}")
+    if result.tc_breaks is not None and result.breaks > result.tc_breaks:
+        found.append(f"{result.breaks} graph breaks where torch.compile has {result.tc_breaks}: "
+                     f"{result.break_reasons[:3]}")
+    if result.graphs and result.graphs_all_sizes > 2 * result.graphs:
+        found.append(f"{result.graphs_all_sizes} graphs over three sizes ({result.graphs} at the first)")
+    if result.train_ok not in (None, True):
+        found.append(f"training step: {result.train_ok}")
+    if result.generate_ok not in (None, True):
+        found.append(f"generate: {result.generate_ok}")
+    return found
 
 
 def _session(compiled):
@@ -108,9 +132,12 @@ def torch_compile_counts(model: torch.nn.Module, inputs: dict) -> tuple[int, int
     return len(graphs), breaks
 
 
-def run_model(entry, backend: str = "inductor", torch_compile: bool = True, timing: bool = False,
+def run_model(entry, backend: str = "inductor", torch_compile: bool = True, timing=None,
               sizes=(0, 1, 2)) -> ZooResult:
-    """One zoo row: correctness at every size, graph counts, training and generate where asked."""
+    """One zoo row: correctness at every size, graph counts, training and generate where asked.
+
+    `timing` (a `Timing`, or None for no timing) adds first-call and steady times of eager,
+    torchsmith and torch.compile (inductor) at the first size."""
     result = ZooResult(entry.name)
     model = entry.build()
     try:
@@ -131,14 +158,11 @@ def run_model(entry, backend: str = "inductor", torch_compile: bool = True, timi
             if i == 0:
                 result.graphs = len(counter.graphs)
                 result.breaks = len(_breaks(compiled))
+                if timing:  # before other sizes make torchsmith's graphs dynamic
+                    _time_against_torch_compile(result, model, compiled, inputs, expected, timing)
         result.graphs_all_sizes = len(counter.graphs)
         result.break_reasons = sorted(set(_breaks(compiled)))
         result.failures = list(counter.failures)
-        if timing:
-            inputs = entry.inputs(sizes[0])
-            with torch.no_grad():
-                result.eager_ms = _time_ms(lambda: model(**inputs))
-                result.steady_ms = _time_ms(lambda: compiled(**inputs))
         result.correct = not errors and not counter.failures
         if errors:
             result.error = errors[0]
@@ -159,14 +183,60 @@ def run_model(entry, backend: str = "inductor", torch_compile: bool = True, timi
     return result
 
 
-def _time_ms(fn, repeat: int = 10) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return sorted(times)[len(times) // 2] * 1e3
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    """How steady times are taken: `warmup` calls of each system, then `rounds` rounds in which
+    eager, torchsmith and torch.compile each run for about `round_s` seconds in turn (so a slow
+    spell of a shared machine hits all three alike); a system's time is its median round."""
+
+    rounds: int = 7
+    warmup: int = 3
+    round_s: float = 0.05
+
+
+def _time_against_torch_compile(result: ZooResult, model, compiled, inputs: dict, expected, timing: Timing):
+    """torch.compile's first call (inductor, after torch._dynamo.reset()) and the steady times of
+    the three systems at one size, into `result`."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    baseline = torch.compile(copy.deepcopy(model), backend="inductor")
+    try:
+        with torch.no_grad():
+            start = time.perf_counter()
+            actual = baseline(**inputs)
+            result.tc_first_call_s = time.perf_counter() - start
+        result.tc_error = same(expected, actual)
+    except Exception as e:  # the baseline's crash is a note in the row, not torchsmith's error
+        result.tc_error = f"{type(e).__name__}: {str(e)[:300]}"
+        baseline = None
+    systems = {"eager": model, "torchsmith": compiled}
+    if baseline is not None:
+        systems["torch.compile"] = baseline
+    medians = steady_ms({name: (lambda f=fn: f(**inputs)) for name, fn in systems.items()}, timing)
+    result.eager_ms, result.steady_ms = medians["eager"], medians["torchsmith"]
+    result.tc_steady_ms = medians.get("torch.compile")
+    torch._dynamo.reset()
+
+
+def steady_ms(fns: dict, timing: Timing) -> dict[str, float]:
+    """Median milliseconds per call of each function, the functions taking turns every round."""
+    with torch.no_grad():
+        calls = {}
+        for name, fn in fns.items():
+            for _ in range(timing.warmup):
+                fn()
+            start = time.perf_counter()
+            fn()
+            calls[name] = max(1, round(timing.round_s / max(time.perf_counter() - start, 1e-7)))
+        samples = {name: [] for name in fns}
+        for _ in range(timing.rounds):
+            for name, fn in fns.items():
+                start = time.perf_counter()
+                for _ in range(calls[name]):
+                    fn()
+                samples[name].append((time.perf_counter() - start) / calls[name])
+    return {name: sorted(times)[len(times) // 2] * 1e3 for name, times in samples.items()}
 
 
 def _train_step_matches(entry, backend: str) -> bool | str:
