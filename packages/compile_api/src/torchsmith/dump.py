@@ -12,6 +12,9 @@ graph, for instance for a training step under `backend="inductor"`::
     006-loops-forward.txt         the same in its text form, to read
     007-code-forward.cpp          generated source
 
+With `TORCHSMITH_DUMP_IR_STEPS=1` the pass runner (`torchsmith.ir.passes`) also writes the IR after
+every step of every stage's pipeline there, as text (`NNN-<stage>-<step>.txt`), in the same numbering.
+
 Graphs are `torchsmith.ir.serialize` JSON: `torchsmith.ir.load(path)` reads one back, and the stage
 command lines (`python -m torchsmith.autograd_aot`, `python -m torchsmith.prims decompose`,
 `python -m torchsmith.inductor compile`) take them as input; `python -m torchsmith.inductor codegen`
@@ -21,14 +24,13 @@ takes a loop IR file, perhaps edited by hand.
     ...     compiled(x)
 """
 
-import itertools
 import json
 import os
 import pathlib
-import re
 from contextlib import contextmanager
 
 from torchsmith.ir import events
+from torchsmith.ir.dump_folder import reserve_dump_path
 
 _LANGUAGE_SUFFIX = {"c++": "cpp", "triton": "py", "python": "py"}
 
@@ -39,8 +41,6 @@ class IRDumper:
     def __init__(self, directory):
         self.directory = pathlib.Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
-        # continue the numbering of an earlier run into the same directory instead of overwriting
-        self.counter = itertools.count(_next_number(self.directory))
         self.written: list[pathlib.Path] = []
 
     def __call__(self, event: events.Event) -> None:
@@ -59,8 +59,8 @@ class IRDumper:
             self._text("code", payload.get("name", "graph"), suffix, payload["source"])
 
     def _path(self, level: str, name: str, suffix: str) -> pathlib.Path:
-        safe = re.sub(r"[^\w.-]+", "_", str(name)).strip("_") or "graph"
-        return self.directory / f"{next(self.counter):03d}-{level}-{safe}.{suffix}"
+        # numbered after every file there: an earlier run's, and the pass runner's step dumps
+        return reserve_dump_path(self.directory, level, name, suffix)
 
     def _graph(self, level: str, name: str, graph) -> None:
         from torchsmith.ir import dumps
@@ -83,6 +83,7 @@ class IRDumper:
 
             self._write(json_path, json.dumps(program_to_json(program), indent=1))
         except Exception as e:  # an inductor of another version: the text form still helps
+            json_path.unlink(missing_ok=True)
             self._write(json_path.with_suffix(".error.txt"), f"no JSON form of this loop IR: {e}")
         self._write(json_path.with_suffix(".txt"), _program_text(program))
 
@@ -105,11 +106,6 @@ def _program_text(program) -> str:
         return format_program(program)
     except Exception:  # an older or newer loop IR: its own text form will do
         return str(program)
-
-
-def _next_number(directory: pathlib.Path) -> int:
-    numbers = [int(p.name[:3]) for p in directory.iterdir() if re.match(r"\d{3}-", p.name)]
-    return max(numbers, default=0) + 1
 
 
 @contextmanager
