@@ -6,8 +6,8 @@ types, and prints them in text form, or with `--out DIR` writes them as JSON for
 (`python -m torchsmith.prims decompose`):
 
 - inference (the default): `DIR/inference.json`
-- `--training`: `DIR/forward.json` and `DIR/backward.json`; inputs whose type says `grad` are
-  differentiated.
+- `--training`: `DIR/joint.json` (the functional forward+backward graph), `DIR/forward.json` and
+  `DIR/backward.json` (its partition); inputs whose type says `grad` are differentiated.
 
 A failure (an invalid input graph included) is one line on stderr with exit status 2.
 
@@ -84,8 +84,11 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args) -> int:
     """Lower, then print or write; any failure becomes one line on stderr (exit status 2)."""
     lowered = lower_file(args.file, training=args.training, sizes=parse_sizes(args.size), seed=args.seed)
-    graphs = {"forward": lowered.forward, "backward": lowered.backward} if lowered.backward is not None \
-        else {"inference": lowered.forward}
+    if lowered.backward is None:
+        graphs = {"inference": lowered.forward}
+    else:  # the joint forward+backward graph first: the partition splits it into the other two
+        joint = {"joint": lowered.functional} if lowered.functional is not None else {}
+        graphs = {**joint, "forward": lowered.forward, "backward": lowered.backward}
     if args.out is None:
         for name, graph in graphs.items():
             print(f"# {name}\n{format_graph(graph)}")
