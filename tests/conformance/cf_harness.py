@@ -24,6 +24,10 @@ gradients of the argument tensors that require grad and of every module paramete
 so each call's gradients are compared on their own). Mutated state (e.g. BatchNorm running stats)
 is compared by the ordinary snapshot of arguments and modules.
 
+Second-order programs (`double_backward=True`) instead take the gradient penalty of each call's
+result: `g = grad(loss, leaves, create_graph=True)`, then `sum((g**2).sum()).backward()`, and compare
+the first-order gradients `g` and the leaves' second-order gradients.
+
 Programs known to fail under one backend are listed in EXPECTED_FAILURES (test_conformance.py)
 with the reason; they run as strict xfails, so a fix shows up as an unexpected pass.
 """
@@ -53,6 +57,7 @@ class Program:
     compiled_raises: type | None = None  # the compiled call raises this (eager may not, e.g. fullgraph)
     train: bool = False  # backward() through the outputs; gradients compared too
     strides: bool = False  # tensors' strides compared too (layout programs)
+    double_backward: bool = False  # gradient penalty through the outputs; both orders compared
 
 
 def program(theme: str, **options):
@@ -222,7 +227,35 @@ def backward_and_grads(fn, args, out):
     return ("grads", [("tensor", g, False, g.stride()) if g is not None else None for g in grads])
 
 
-def run_calls(fn, calls, train: bool = False):
+def _leaves(fn, args):
+    module = fn.__dict__.get("_orig_mod", fn) if isinstance(fn, torch.nn.Module) else None
+    leaves = [t for t in _arg_tensors(args) if t.requires_grad and t.is_leaf]
+    if module is not None:
+        leaves += [p for _, p in module.named_parameters()]
+    return leaves
+
+
+def _grad_record(grads):
+    return [("tensor", g.detach().clone(), False, g.stride()) if g is not None else None for g in grads]
+
+
+def gradient_penalty_grads(fn, args, out):
+    """The gradient penalty pattern: first-order gradients of the float outputs' sum with
+    `create_graph=True`, then the backward of the sum of their squares; both orders, then zeroed."""
+    outs = _float_tensors(out)
+    assert outs, "a double-backward program must return at least one float tensor that requires grad"
+    leaves = _leaves(fn, args)
+    first = torch.autograd.grad(sum(o.sum() for o in outs), leaves, create_graph=True, allow_unused=True)
+    penalty = [(g ** 2).sum() for g in first if g is not None and g.requires_grad]
+    assert penalty, "no first-order gradient of a double-backward program is differentiable"
+    sum(penalty).backward()
+    second = [t.grad for t in leaves]
+    for t in leaves:
+        t.grad = None
+    return ("grads of grads", _grad_record(first), _grad_record(second))
+
+
+def run_calls(fn, calls, train: bool = False, double_backward: bool = False):
     results = []
     for args in calls:
         if callable(args):  # a step between calls (e.g. change a global) made by the same make()
@@ -233,6 +266,8 @@ def run_calls(fn, calls, train: bool = False):
             results.append(("ok", snapshot(out)))
             if train:
                 results.append(backward_and_grads(fn, args, out))
+            if double_backward:
+                results.append(gradient_penalty_grads(fn, args, out))
         except Exception as e:  # compared with the other side
             results.append(("raised", type(e).__name__))
         results.append(("args", snapshot(args)))
@@ -249,7 +284,7 @@ def check(prog: Program, backend_name: str = "eager") -> CountingBackend:
     torch.manual_seed(0)
     eager_fn, eager_calls = prog.make()
     torch.manual_seed(1)
-    expected = run_calls(eager_fn, eager_calls, prog.train)
+    expected = run_calls(eager_fn, eager_calls, prog.train, prog.double_backward)
     torch.manual_seed(0)
     fn, calls = prog.make()
     backend = CountingBackend(backend_name)
@@ -265,7 +300,7 @@ def check(prog: Program, backend_name: str = "eager") -> CountingBackend:
             return backend
         raise AssertionError(f"compiled call did not raise {prog.compiled_raises.__name__}")
     torch.manual_seed(1)
-    actual = run_calls(compiled, calls, prog.train)
+    actual = run_calls(compiled, calls, prog.train, prog.double_backward)
     assert_same(expected, actual, strides=prog.strides)
     if prog.graphs is None:
         assert backend.graphs, "no graph was captured"

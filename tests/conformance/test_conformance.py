@@ -14,6 +14,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
 import cf_breaks  # noqa: E402,F401 - importing registers the programs
 import cf_breaks_more  # noqa: E402,F401
+import cf_double_backward_rng  # noqa: E402,F401
 import cf_dynamic  # noqa: E402,F401
 import cf_dynamic_more  # noqa: E402,F401
 import cf_guards  # noqa: E402,F401
@@ -28,10 +29,15 @@ import cf_side_effects  # noqa: E402,F401
 import cf_stale  # noqa: E402,F401
 import cf_tensors  # noqa: E402,F401
 import cf_training  # noqa: E402,F401
+import cf_user_objects  # noqa: E402,F401
 from cf_harness import ALL_BACKENDS, BACKENDS, PROGRAMS, check  # noqa: E402
 
 # (theme-name, backend) -> why it fails. Strict: a fixed program fails the suite until removed here.
-EXPECTED_FAILURES: dict[tuple[str, str], str] = {}
+EXPECTED_FAILURES: dict[tuple[str, str], str] = {
+    ("double_backward-random_draw_that_only_shifts_the_stream", "inductor"):
+        "inductor's live_buffers (lower.py) drops a random extern call whose value nothing reads, so "
+        "the generator does not move and later draws differ from eager's",
+}
 
 
 def _cases():

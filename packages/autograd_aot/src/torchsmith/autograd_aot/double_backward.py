@@ -7,32 +7,36 @@ saved inputs with autograd recording, and `torch.autograd.grad` of that run give
 their history. The compiled forward's results stand; only this backward runs as eager ops, with one
 warning per program.
 
-Refused with a clear error: programs with random ops (a second run would draw other numbers than the
-compiled forward did) and programs that change an input's shape in place (the saved input no
+Random ops (dropout, `rand_like`, `bernoulli`, `randn`) draw the compiled forward's numbers again:
+the forward keeps the generators' states from before and after it ran (`rng_replay.py`), the re-run
+starts from the first and must end at the second, and the caller's generators are left as they were.
+Programs whose numbers cannot be drawn again are refused when compiled (`replay_refusal`), so the
+graph runs eagerly from the start rather than failing at the backward.
+
+Refused with a clear error: programs that change an input's shape in place (the saved input no
 longer has the shape the program read).
 """
 
 import torch
 
 from torchsmith.autograd_aot.errors import AotAutogradError
+from torchsmith.autograd_aot.rng_replay import RngState, replay, unreplayable_random_op
 from torchsmith.autograd_aot.user_warning import warn_at_user
 
 
-def random_op(graph) -> str | None:
-    """The first op of an ATen graph that draws random numbers, if any."""
-    from torchsmith.ir import lookup_op
-
-    for node in graph.nodes:
-        if node.op.startswith("aten.") and torch.Tag.nondeterministic_seeded in lookup_op(node.op).eager.tags:
-            return node.op
-    return None
+def replay_refusal(graph_name: str, graphs: list) -> AotAutogradError | None:
+    """The error that refuses a training program at compile time because a differentiable backward
+    could not draw its forward's random numbers again (`graphs`: the traced and lowered graphs)."""
+    problem = unreplayable_random_op(graphs)
+    if problem is None:
+        return None
+    return AotAutogradError(
+        f"graph {graph_name} trains through random op {problem}; a double backward "
+        "(create_graph=True) could not replay its numbers, so the graph runs eagerly"
+    )
 
 
 def _refusal(program) -> str | None:
-    op = random_op(program.traced.graph)
-    if op is not None:
-        return (f"it draws random numbers ({op}): a second run would not see the compiled forward's "
-                "numbers. Compute the first gradient outside the compiled function, or fix the randomness")
     if program.traced.metadata_mutations:
         return "it changes an input's shape in place; change a copy's shape instead"
     return None
@@ -52,9 +56,33 @@ def _bases(program, user_outputs) -> dict[int, torch.Tensor]:
     return bases
 
 
-def differentiable_backward(program, inputs: list, grad_outputs, needs_input_grad) -> list:
+def _rerun(program, inputs: list, rng: tuple[RngState, RngState] | None) -> list:
+    """The captured graph run again with autograd recording, drawing the forward's random numbers."""
+
+    def run():
+        with torch.set_grad_enabled(program.input_flags[0]):  # the grad mode the forward ran in
+            return program.eager_fn()(*inputs)
+
+    if rng is None:
+        return run()
+    before, after = rng
+    user_outputs, left = replay(before, run)
+    if not left.same_as(after):
+        # the re-run drew more or fewer numbers than the compiled forward: its masks are not the
+        # forward's, and a gradient from them would be wrong
+        raise AotAutogradError(
+            f"double backward through compiled graph {program.traced.graph.name}: the eager re-run drew "
+            "other random numbers than the compiled forward did. Report this as a torchsmith bug; "
+            "torchsmith.compile(..., backend='eager') runs this function correctly meanwhile"
+        )
+    return user_outputs
+
+
+def differentiable_backward(program, inputs: list, grad_outputs, needs_input_grad,
+                            rng: tuple[RngState, RngState] | None = None) -> list:
     """Gradients of `program`'s differentiable outputs (weighted by `grad_outputs`) with respect to
-    the `inputs` that `needs_input_grad` marks, computed so that they can be differentiated again."""
+    the `inputs` that `needs_input_grad` marks, computed so that they can be differentiated again.
+    `rng`: the generators' states before and after the compiled forward, when it drew random numbers."""
     name = program.traced.graph.name
     reason = _refusal(program)
     if reason is not None:
@@ -74,8 +102,7 @@ def differentiable_backward(program, inputs: list, grad_outputs, needs_input_gra
     # history for the next differentiation.
     with torch.enable_grad():
         inputs = [x.view_as(x) if isinstance(x, torch.Tensor) and x.requires_grad else x for x in inputs]
-    with torch.set_grad_enabled(program.input_flags[0]):  # the grad mode the forward ran in
-        user_outputs = program.eager_fn()(*inputs)
+    user_outputs = _rerun(program, inputs, rng)
     bases = _bases(program, user_outputs)
     outputs, weights = [], []
     for i in program.traced.differentiable_outputs:

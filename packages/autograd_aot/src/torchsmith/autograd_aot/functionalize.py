@@ -16,6 +16,7 @@ import time
 import torch
 
 from torchsmith.autograd_aot.errors import FunctionalizationError
+from torchsmith.autograd_aot.rng_replay import is_random
 from torchsmith.autograd_aot.views import (
     Alias,
     bound_arguments,
@@ -204,11 +205,12 @@ def drop_identity_views(graph: Graph) -> Graph:
 
 
 def dead_code_elimination(graph: Graph) -> Graph:
-    """Drop nodes none of whose outputs is used (every node of a functional graph is pure)."""
+    """Drop nodes none of whose outputs is used. Every node of a functional graph is pure but for
+    random ops: an unused draw still moves the generator, so the numbers drawn after it are eager's."""
     live = {v.name for v in graph.outputs}
     kept = []
     for node in reversed(graph.nodes):
-        if any(v.name in live for v in node.outputs):
+        if any(v.name in live for v in node.outputs) or is_random(node.op):
             kept.append(node)
             live.update(v.name for v in node.inputs)
     return graph.replace(nodes=tuple(reversed(kept)))

@@ -16,6 +16,7 @@ import torch
 
 from torchsmith.autograd_aot.errors import PartitionError
 from torchsmith.autograd_aot.min_cut import ancestors, minimum_cut_source_side
+from torchsmith.autograd_aot.rng_replay import is_random
 from torchsmith.autograd_aot.views import is_view_op
 from torchsmith.ir import Graph, Node, TensorType, Value, evaluate, lookup_op
 
@@ -194,7 +195,11 @@ def partition(joint: Graph, num_inputs: int, num_forward_outputs: int, *,
             raise PartitionError(f"cannot save {sorted(wanted - candidates.keys())}: not forward values")
     saved_names = {v.name for v in saved}
 
-    forward_nodes = _ancestors(joint, list(fw_outputs) + saved, set())
+    # A random op runs in the forward even when nothing reads its value: its draw moves the
+    # generator, and eager's later draws (and a double backward's replay) start where it left it.
+    draws = [v for node in joint.nodes if is_random(node.op)
+             for v in node.outputs if v.name not in backward_only]
+    forward_nodes = _ancestors(joint, list(fw_outputs) + saved + draws, set())
     backward_nodes = _ancestors(joint, grads, saved_names | {v.name for v in tangents})
     for i in backward_nodes:
         for v in joint.nodes[i].inputs:

@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 import sympy
 import torch
 
-from torchsmith.autograd_aot.double_backward import differentiable_backward
+from torchsmith.autograd_aot.double_backward import differentiable_backward, replay_refusal
 from torchsmith.autograd_aot.errors import AliasingError, AotAutogradError
 from torchsmith.autograd_aot.partition import MemoryReport
 from torchsmith.autograd_aot.pipeline import lower
+from torchsmith.autograd_aot.rng_replay import random_devices, save_rng_state
 from torchsmith.autograd_aot.symbolic import input_symbols, lower_symbolic
 from torchsmith.autograd_aot.trace import TracedProgram
 from torchsmith.autograd_aot.user_warning import warn_at_user
@@ -71,6 +72,7 @@ class CompiledProgram:
     input_flags: tuple = ()
     size_conditions: tuple = ()  # (expr, d): a symbolic program runs only sizes with expr % d == 0
     source_graph: Graph | None = None  # the torch-level graph, for the eager paths
+    rng_devices: tuple = ()  # devices whose generators the forward draws from (training programs)
     warned_double_backward: bool = False
     _backward_fn: Callable | None = field(default=None, repr=False)
     _eager_fn: Callable | None = field(default=None, repr=False)
@@ -121,7 +123,10 @@ class _CompiledFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, program: CompiledProgram, *args):
+        # a differentiable backward re-runs the graph and must draw the numbers this call draws
+        rng_before = save_rng_state(program.rng_devices) if program.rng_devices else None
         results = list(program.forward_fn(*args))
+        ctx.rng = None if rng_before is None else (rng_before, save_rng_state(program.rng_devices))
         num_outputs = program.traced.num_outputs + len(program.mutated_inputs)
         outputs, saved = _distinct(results[:num_outputs]), results[num_outputs:]
         ctx.program = program
@@ -153,7 +158,8 @@ class _CompiledFunction(torch.autograd.Function):
                 inputs[i] = x
             for i, x in ctx.other_inputs.items():
                 inputs[i] = x
-            return (None, *differentiable_backward(program, inputs, grad_outputs, ctx.needs_input_grad[1:]))
+            grads = differentiable_backward(program, inputs, grad_outputs, ctx.needs_input_grad[1:], ctx.rng)
+            return (None, *grads)
         tensors, others = iter(ctx.saved_tensors[:ctx.num_saved_tensors]), iter(ctx.saved_others)
         saved = [next(tensors) if is_tensor else next(others) for is_tensor in ctx.saved_kinds]
         tangent_values = program.backward_graph.inputs[program.num_saved:]
@@ -319,13 +325,19 @@ def compile_program(graph: Graph, example_inputs, fw_compiler: Compiler, bw_comp
         lowered = lower_symbolic(graph, list(example_inputs), training=training, decompose=decompose)
     if lowered is None:
         lowered = lower(graph, list(example_inputs), training=training, decompose=decompose)
+    rng_devices = ()
+    if lowered.backward is not None:
+        refusal = replay_refusal(graph.name, [lowered.traced.graph, lowered.forward])
+        if refusal is not None:
+            raise refusal
+        rng_devices = random_devices(lowered.traced.graph)
     if check_backward is not None and lowered.backward is not None:
         check_backward(lowered.backward)
     forward_fn = fw_compiler(lowered.forward, list(example_inputs))
     return CompiledProgram(
         lowered.traced, lowered.mutated_inputs, lowered.forward, forward_fn, lowered.backward, bw_compiler,
         lowered.num_saved, lowered.report, _input_flags(example_inputs), lowered.size_conditions,
-        source_graph=graph,
+        source_graph=graph, rng_devices=rng_devices,
     )
 
 
