@@ -6,6 +6,7 @@ from types import FunctionType
 
 import torch
 
+from torchsmith.capture.autograd_function import apply_without_grad, is_autograd_function_apply
 from torchsmith.capture.errors import Unsupported
 from torchsmith.capture.numpy_values import NumpyVar
 from torchsmith.capture.pysource import subscript
@@ -31,6 +32,8 @@ class BuiltinOps:
     """Mixin of the Tracer: `builtin_handler(fn)` returns a handler `(args, kwargs) -> tracker`."""
 
     def builtin_handler(self, fn):
+        if is_autograd_function_apply(fn):
+            return functools.partial(apply_without_grad, self)
         try:
             name = _HANDLED.get(fn)
         except TypeError:  # unhashable callables
