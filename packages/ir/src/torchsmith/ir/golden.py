@@ -12,9 +12,22 @@ diff before committing):
 import difflib
 import os
 import pathlib
+import re
 
 UPDATE_ENV_VAR = "TORCHSMITH_UPDATE_GOLDEN"
 _DIFF_LINES = 80
+# `# stamp <pass name> <seconds>`: the text form's record of a pass and the time it took
+_STAMP_SECONDS = re.compile(r"^(\s*# stamp .*) \S+$", re.MULTILINE)
+
+
+def without_timings(text: str) -> str:
+    """`text` with the seconds of every `# stamp` line written `<seconds>`: the pass names stay
+    (they say what ran), the times (different on every run) go.
+
+    >>> without_timings("# stamp trace 0.0123")
+    '# stamp trace <seconds>'
+    """
+    return _STAMP_SECONDS.sub(r"\1 <seconds>", text)
 
 
 def update_requested() -> bool:
