@@ -102,3 +102,26 @@ def test_a_strided_pool_size_is_guarded_on_its_residue(compile_with, backend):
         torch.testing.assert_close(compiled(x), f(x))
     assert len(backend.graphs) == 2  # 8 has another residue mod 3 than 7, 10 and 13
     assert any("% 3 == 1" in g for g in compiled.session.records[0].guards)
+
+
+def test_int_of_a_size_stays_symbolic(compile_with, backend):
+    # transformers' TF-style padding reads `int(features.shape[-2])`: a size is an int already
+    def f(x):
+        height = int(x.shape[-1])
+        pad = max(3 - height % 2, 0)
+        return torch.nn.functional.pad(x, (0, pad)) * height
+
+    compiled = compile_with(f, dynamic=True)
+    for n in (6, 8, 10):
+        x = torch.randn(2, n)
+        torch.testing.assert_close(compiled(x), f(x))
+    assert len(backend.graphs) == 1
+    assert "s0" in str(backend.graphs[0].inputs[0].type)
+
+
+def test_int_of_a_size_with_a_base_reads_it_as_text(compile_with, backend):
+    def f(x):
+        return x * int("11", 2)
+
+    x = torch.randn(3)
+    torch.testing.assert_close(compile_with(f)(x), x * 3)

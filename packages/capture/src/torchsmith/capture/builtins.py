@@ -21,6 +21,7 @@ from torchsmith.capture.variables import (
     PartialVar,
     SetVar,
     SuperVar,
+    SymVar,
     TensorVar,
     TupleVar,
     make_tuple,
@@ -471,6 +472,8 @@ def _make_plain(fn):
     def handler(self, args, kwargs):
         if any(isinstance(a, TensorVar) for a in args):
             raise Unsupported(f"{fn.__name__}() of a tensor reads its data (data-dependent)")
+        if fn is builtins.int and len(args) == 1 and not kwargs and isinstance(args[0], SymVar):
+            return args[0]  # a size is an int already: int() keeps it symbolic
         return self.call_pure(fn, args, kwargs)
 
     return handler
