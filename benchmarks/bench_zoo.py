@@ -151,20 +151,21 @@ def render(report: dict) -> str:
         "",
         "Each row: correct = outputs equal to eager at three sizes (and the training step and "
         "`generate()` where the zoo checks them); graphs/breaks at the first size, torchsmith / "
-        "torch.compile; graphs over 3 sizes = torchsmith's graphs after all three sizes; steady ms "
+        "torch.compile; graphs 3 sizes = graphs after all three sizes, torchsmith / torch.compile; steady ms "
         "at the first size; speedups > 1 mean torchsmith is faster; first call = compile + first "
         "run, torchsmith's over torch.compile's (> 1: torchsmith slower to start). Losses first.",
         "",
-        "| model | family | correct | graphs ts/tc | breaks ts/tc | graphs 3 sizes | eager ms | "
+        "| model | family | correct | graphs ts/tc | breaks ts/tc | graphs 3 sizes ts/tc | eager ms | "
         "torchsmith ms | torch.compile ms | vs eager | vs torch.compile | tc vs eager | first call ts s "
         "| first call tc s | first call ts/tc |",
-        "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in ordered(rows):
         r = row["ratios"]
         lines.append(
             f"| {row['name']} | {row['family']} | {_status(row)} | {row['graphs']}/{_n(row['tc_graphs'], 0)} "
-            f"| {row['breaks']}/{_n(row['tc_breaks'], 0)} | {row['graphs_all_sizes']} "
+            f"| {row['breaks']}/{_n(row['tc_breaks'], 0)} "
+            f"| {row['graphs_all_sizes']}/{_n(row.get('tc_graphs_all_sizes'), 0)} "
             f"| {_n(row['eager_ms'], 2)} | {_n(row['steady_ms'], 2)} | {_n(row['tc_steady_ms'], 2)} "
             f"| {_x(r['steady_vs_eager'])} | {_x(r['steady_vs_torch_compile'])} "
             f"| {_x(r['torch_compile_vs_eager'])} | {_n(row['first_call_s'])} "

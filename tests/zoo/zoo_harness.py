@@ -48,6 +48,7 @@ class ZooResult:
     failures: list = dataclasses.field(default_factory=list)
     tc_graphs: int | None = None  # torch.compile's, same first size
     tc_breaks: int | None = None
+    tc_graphs_all_sizes: int | None = None  # torch.compile's graphs over the same sizes
     train_ok: bool | None = None
     generate_ok: bool | None = None
     eager_ms: float | None = None  # steady per-call times at the first size (timing only)
@@ -95,8 +96,12 @@ def problems_of(result) -> list[str]:
     if result.tc_breaks is not None and result.breaks > result.tc_breaks:
         found.append(f"{result.breaks} graph breaks where torch.compile has {result.tc_breaks}: "
                      f"{result.break_reasons[:3]}")
-    if result.graphs and result.graphs_all_sizes > 2 * result.graphs:
-        found.append(f"{result.graphs_all_sizes} graphs over three sizes ({result.graphs} at the first)")
+    # automatic dynamic: one static and one dynamic graph per graph of the first size, or as many as
+    # torch.compile makes over the same sizes (a branch on a size's parity recompiles both)
+    allowed = max(2 * result.graphs, result.tc_graphs_all_sizes or 0)
+    if result.graphs and result.graphs_all_sizes > allowed:
+        found.append(f"{result.graphs_all_sizes} graphs over three sizes ({result.graphs} at the first, "
+                     f"torch.compile {result.tc_graphs_all_sizes})")
     if result.train_ok not in (None, True):
         found.append(f"training step: {result.train_ok}")
     if result.generate_ok not in (None, True):
@@ -112,8 +117,9 @@ def _breaks(compiled) -> list[str]:
     return [r.break_reason.reason for r in _session(compiled).records if r.break_reason is not None]
 
 
-def torch_compile_counts(model: torch.nn.Module, inputs: dict) -> tuple[int, int]:
-    """torch.compile's graphs and graph breaks for one call (its Python capture only, no codegen)."""
+def torch_compile_counts(model: torch.nn.Module, inputs: list[dict]) -> tuple[int, int, int]:
+    """torch.compile's graphs and graph breaks for the first call, and its graphs after a call with
+    each of `inputs` (its Python capture only, no codegen)."""
     import torch._dynamo
 
     torch._dynamo.reset()
@@ -125,11 +131,14 @@ def torch_compile_counts(model: torch.nn.Module, inputs: dict) -> tuple[int, int
 
     counters = torch._dynamo.utils.counters
     before = sum(counters["graph_break"].values())
+    compiled = torch.compile(model, backend=count)
     with torch.no_grad():
-        torch.compile(model, backend=count)(**inputs)
-    breaks = sum(counters["graph_break"].values()) - before
+        compiled(**inputs[0])
+        first_graphs, breaks = len(graphs), sum(counters["graph_break"].values()) - before
+        for other in inputs[1:]:
+            compiled(**other)
     torch._dynamo.reset()
-    return len(graphs), breaks
+    return first_graphs, breaks, len(graphs)
 
 
 def run_model(entry, backend: str = "inductor", torch_compile: bool = True, timing=None,
@@ -172,7 +181,8 @@ def run_model(entry, backend: str = "inductor", torch_compile: bool = True, timi
         result.error = f"{type(e).__name__}: {str(e)[:300]}"
     if torch_compile:
         try:
-            result.tc_graphs, result.tc_breaks = torch_compile_counts(model, entry.inputs(sizes[0]))
+            result.tc_graphs, result.tc_breaks, result.tc_graphs_all_sizes = torch_compile_counts(
+                model, [entry.inputs(size) for size in sizes])
         except Exception as e:
             result.tc_graphs = result.tc_breaks = None
             result.error = result.error or f"torch.compile failed: {type(e).__name__}: {e}"
