@@ -11,11 +11,13 @@ at every point, as `c0 + c1*s0 + c2*s1 ...`; as `c * s0**k0 * s1**k1 ...` (flatt
 dims); as one of the argument expressions, a sum, difference, product, min or max of two of them,
 or one of them // or * an int argument (`F.pad` by a ceil-div amount, `b[:n]`, `view(n, -1, k)`);
 as `(n*s + c) // d + b` in one symbol (strided convolutions and pools), guarded on the residue of
-`n*s` mod d, on which that form is exact; a stride also as a product of the dims after it. When no
-form fits (or the op fails at the other sizes), the symbols involved are specialized: guarded equal
-to their hints, so the graph stays right for every call its guards admit. This is a heuristic: a
-piecewise size function that happens to agree with a simpler form at all of these points would be
-fitted wrongly; per-op symbolic shape rules would remove that risk.
+`n*s` mod d, on which that form is exact; a stride also as a product of the dims after it, or of
+the dims inner to it in a permuted dense layout (channels-last). An op that fails when one symbol
+alone changes (a static weight broadcast against a symbolic channel count) specializes that symbol
+and fits the rest. When no form fits (or the op fails at the other sizes), the symbols involved are
+specialized: guarded equal to their hints, so the graph stays right for every call its guards admit.
+This is a heuristic: a piecewise size function that happens to agree with a simpler form at all of
+these points would be fitted wrongly; per-op symbolic shape rules would remove that risk.
 
 Python code may also use sizes (`x.shape[0]`, `len(x)`): those are `SymVar`s. Arithmetic keeps
 them symbolic, comparisons and min/max decide at the hint and add a guard, a slice of a tensor keeps
@@ -194,6 +196,13 @@ def infer_symbolic(env: ShapeEnv, infer, args: tuple, kwargs: dict):
                 raise
             results.append(None)
     if any(r is None for r in results):
+        # An op that fails when one symbol alone changes (a static weight broadcast against a
+        # symbolic channel count) needs that symbol fixed, not the others: fit again without it.
+        failing = [s for s, r in zip(syms, results[1:1 + len(syms)]) if r is None]
+        if 0 < len(failing) < len(syms):
+            for s in failing:
+                env.specialize(s)
+            return infer_symbolic(env, infer, args, kwargs)
         return _specialized(env, syms, results[0])
     points = [{s: env.hints[s] * (scale.get(s, 1) if scale else 1) for s in env.hints} for scale in runs]
     try:

@@ -170,14 +170,19 @@ def fit_types(results, syms, env, candidates: Candidates):
                     return floordiv(n * syms[i] + c, d) + b
         raise NoFit()
 
-    def stride(values, shape):
-        """A stride is usually a product of the fitted dims after it (`3*((s0 - 1) // 2)`)."""
+    def stride(values, shape, layout):
+        """A stride is usually a product of the fitted dims after it (`3*((s0 - 1) // 2)`), or, in a
+        permuted dense layout (channels-last), of the dims inner to it: those of smaller stride in
+        `layout`, the strides at the hints."""
         if len(set(values)) == 1:
             return values[0]
         for start in range(len(shape)):
             product = sympy.Mul(*[sympy.sympify(d) for d in shape[start:]])
             if product.free_symbols and candidates.values(product) == tuple(values):
                 return product
+        inner = sympy.Mul(*[sympy.sympify(d) for d, s in zip(shape, layout) if s < values[0]])
+        if inner.free_symbols and candidates.values(inner) == tuple(values):
+            return inner
         return dim(values)
 
     def walk(items):
@@ -187,7 +192,8 @@ def fit_types(results, syms, env, candidates: Candidates):
                 raise NoFit()
             shape = tuple(_int(dim([i.shape[k] for i in items])) for k in range(len(first.shape)))
             strides = tuple(
-                _int(stride([i.strides[k] for i in items], shape)) for k in range(len(first.shape))
+                _int(stride([i.strides[k] for i in items], shape, first.strides))
+                for k in range(len(first.shape))
             )
             return first.replace(shape=shape, strides=strides)
         if isinstance(first, SymIntType):
