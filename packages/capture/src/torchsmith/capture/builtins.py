@@ -8,6 +8,7 @@ import torch
 
 from torchsmith.capture.autograd_function import apply_without_grad, is_autograd_function_apply
 from torchsmith.capture.errors import Unsupported
+from torchsmith.capture.logging_calls import is_logger_call, logger_call
 from torchsmith.capture.numpy_values import NumpyVar
 from torchsmith.capture.pysource import subscript
 from torchsmith.capture.variables import (
@@ -35,6 +36,8 @@ class BuiltinOps:
     def builtin_handler(self, fn):
         if is_autograd_function_apply(fn):
             return functools.partial(apply_without_grad, self)
+        if is_logger_call(fn):
+            return functools.partial(logger_call, self, fn)
         try:
             name = _HANDLED.get(fn)
         except TypeError:  # unhashable callables

@@ -284,7 +284,11 @@ class CaptureSession:
         call that broke the graph gets its own captured frame)."""
         if getattr(fn, "_torchsmith_disabled", False):
             return fn(*args, **kwargs)
-        if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
+        if (
+            isinstance(fn, types.MethodType)
+            and isinstance(fn.__func__, types.FunctionType)
+            and not _is_library(fn.__func__)
+        ):
             return self.call_function(fn.__func__, (fn.__self__, *args), kwargs)
         if isinstance(fn, types.FunctionType) and not _is_library(fn):
             return self.call_function(fn, args, kwargs)
@@ -309,8 +313,11 @@ class CaptureSession:
 
 
 def _is_library(fn) -> bool:
+    """Code a broken call runs natively rather than captured: torch's own Python (a custom
+    autograd.Function's `apply` in grad mode, say), and logging and warnings, whose calls are one
+    side effect to run, not code to capture piece by piece between their locks and I/O."""
     module = getattr(fn, "__module__", "") or ""
-    return module.split(".")[0] in ("torch", "torchsmith", "typing", "functools")
+    return module.split(".")[0] in ("torch", "torchsmith", "typing", "functools", "logging", "warnings")
 
 
 def _has_hooks(module) -> bool:
