@@ -10,6 +10,7 @@ Regenerate after an intended change:
 
 import os
 import pathlib
+import re
 
 import pytest
 import torch
@@ -22,7 +23,7 @@ if not torch.cuda.is_available():
 import torchsmith.inductor as inductor  # noqa: E402
 import torchsmith.prims  # noqa: E402,F401  (registers the prims ops the inputs use)
 from torchsmith.inductor.__main__ import main  # noqa: E402
-from torchsmith.ir import example_inputs, load  # noqa: E402
+from torchsmith.ir import example_inputs, format_graph, load, parse_graph  # noqa: E402
 from torchsmith.ir.golden import check_golden  # noqa: E402
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
@@ -39,6 +40,25 @@ def kernels_only(source: str, marker: str) -> str:
     return source[start:].rstrip("\n")
 
 
+def one_row_loop_form(source: str) -> str:
+    """Triton's loop over a long row written one way: the generator emits `for roffset in
+    range(0, N, RBLOCK)` on a GPU and a `while` loop under the interpreter (triton_reduction's
+    `loop_header`); both become `for roffset in range(0, rnumel, RBLOCK):`."""
+    loop = "for roffset in range(0, rnumel, RBLOCK):"
+    source = re.sub(r"^( *)roffset = 0\n\1while roffset < rnumel:$", r"\1" + loop, source, flags=re.MULTILINE)
+    source = re.sub(r"^ *roffset \+= RBLOCK\n", "", source, flags=re.MULTILINE)
+    return re.sub(r"for roffset in range\(0, [^,]+, RBLOCK\):", loop, source)
+
+
+def for_triton(graph):
+    """`graph` where Triton runs it: as is without a GPU (the interpreter takes cpu tensors), else
+    with every tensor on cuda, since the Triton path compiles cuda graphs only there."""
+    if not torch.cuda.is_available():
+        return graph
+    text = re.sub(r"(?<= )cpu\b", "cuda", format_graph(graph)).replace('device="cpu"', 'device="cuda"')
+    return parse_graph(text)
+
+
 def golden_text(capsys, case: str) -> str:
     path = GOLDEN / f"{case}.json"
     capsys.readouterr()
@@ -51,7 +71,7 @@ def golden_text(capsys, case: str) -> str:
     inputs = [x.detach() if isinstance(x, torch.Tensor) else x for x in example_inputs(graph, seed=0)]
     # the same compilation again: a compile-cache hit that reports the decisions the command made
     decisions = inductor.compile_graph(graph, inputs).decisions
-    triton = inductor.compile_graph_triton(graph)
+    triton = inductor.compile_graph_triton(for_triton(graph))
     return "\n".join([
         loops.rstrip("\n"),
         "",
@@ -62,7 +82,7 @@ def golden_text(capsys, case: str) -> str:
         *(str(d) for d in decisions),
         "",
         f"# Triton kernels of {graph.name}",
-        kernels_only(triton.source, TRITON_KERNEL),
+        one_row_loop_form(kernels_only(triton.source, TRITON_KERNEL)),
     ]) + "\n"
 
 
