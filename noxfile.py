@@ -112,7 +112,8 @@ def zoo(session: nox.Session) -> None:
     """Every architecture of tests/zoo against eager and torch.compile (`tests` runs the fast ones)."""
     _install_all_editable(session, extras="[test]")
     session.install("transformers", TORCH)  # after torch, with its pin, so pip keeps that build
-    session.run("pytest", "tests/zoo", *session.posargs, env={"TORCHSMITH_ZOO": "full"})
+    # the slowest rows show where the zoo's time goes (benchmarks/bench_zoo.py times the models)
+    session.run("pytest", "tests/zoo", "--durations=20", *session.posargs, env={"TORCHSMITH_ZOO": "full"})
 
 
 @nox.session
@@ -151,7 +152,8 @@ def bench(session: nox.Session) -> None:
         session.log("no benchmarks/bench_*.py yet: nothing to run")
         return
     _install_all_editable(session)
-    session.install("transformers")  # GPT-2 and BERT for bench_aot_memory; after torch, so torch stays
+    # GPT-2 and BERT for bench_aot_memory, the zoo for bench_zoo; after torch, with its pin, so torch stays
+    session.install("transformers", TORCH)
     session.install("expecttest")  # bench_opinfo reads torch's OpInfo database
     for script in scripts:
         session.run("python", str(script.relative_to(ROOT)), *session.posargs)
