@@ -20,10 +20,7 @@ from zoo_models import MODELS  # noqa: E402
 FULL = os.environ.get("TORCHSMITH_ZOO") == "full"
 
 # model name -> why it fails today. Strict: a fixed model fails the suite until removed here.
-_KV_CACHE = ("with use_cache (the default) transformers creates a DynamicCache inside forward: capture "
-             "breaks there (creating an instance of a user class is not traced), 3 graphs and 7 breaks where "
-             "torch.compile makes 1 graph")
-EXPECTED_FAILURES: dict[str, str] = {"llama": _KV_CACHE, "gpt2": _KV_CACHE}
+EXPECTED_FAILURES: dict[str, str] = {}
 
 
 def _cases():

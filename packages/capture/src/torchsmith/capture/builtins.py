@@ -19,6 +19,7 @@ from torchsmith.capture.variables import (
     IteratorVar,
     ListVar,
     MethodVar,
+    ObjectVar,
     PartialVar,
     SetVar,
     SuperVar,
@@ -28,6 +29,15 @@ from torchsmith.capture.variables import (
     make_tuple,
     tuple_fields,
 )
+
+
+class _Example:
+    """Stand-ins for new user objects, made by `object.__new__` (classes capture builds have no
+    `__new__` of their own), never initialized: only their type is used."""
+
+    @staticmethod
+    def of(cls: type):
+        return object.__new__(cls)
 
 
 class BuiltinOps:
@@ -57,12 +67,14 @@ class BuiltinOps:
             return self.call(self.getattr(obj, "__len__"), [], {})  # a user __len__ is inlined
         if isinstance(obj, ConstVar):
             return self.call_pure(len, args, kwargs)
+        if isinstance(obj, ObjectVar):
+            return self.user_object_dunder(obj, "__len__", [])
         return ConstVar(len(self.sequence_items(obj)))
 
     def builtin_isinstance(self, args, kwargs):
         obj, classes = args
         classes = self.as_python(classes)
-        if isinstance(obj, TensorVar):
+        if isinstance(obj, (TensorVar, ObjectVar)):
             return ConstVar(issubclass(obj.cls, classes))
         return ConstVar(isinstance(self.example_of(obj), classes))
 
@@ -86,6 +98,10 @@ class BuiltinOps:
             return functools.partial(self.example_method)
         if isinstance(tracker, DataclassVar):
             return tracker.cls.__new__(tracker.cls)  # not initialized: only its type is used
+        if isinstance(tracker, ObjectVar):
+            return _Example.of(tracker.cls)
+        if isinstance(tracker, SymVar):  # a symbolic size is a Python int
+            return 0
         if isinstance(tracker, NumpyVar):  # its type is guarded; its contents are not read
             return tracker.example
         raise Unsupported(f"type of {tracker.describe()}")
@@ -95,7 +111,7 @@ class BuiltinOps:
 
     def builtin_type(self, args, kwargs):
         (obj,) = args
-        if isinstance(obj, TensorVar):
+        if isinstance(obj, (TensorVar, ObjectVar)):
             return ConstVar(obj.cls)
         return ConstVar(type(self.example_of(obj)))
 
@@ -141,6 +157,14 @@ class BuiltinOps:
             if root is not None:  # an attribute added or deleted between calls recompiles
                 self.guards.has_attribute(root, name, present, obj.value)
             return ConstVar(present)
+        if isinstance(obj, ObjectVar):
+            try:
+                self.getattr(obj, name)
+            except Unsupported as e:
+                if not e.reason.startswith("AttributeError"):
+                    raise
+                return ConstVar(False)
+            return ConstVar(True)
         return ConstVar(hasattr(self.example_of(obj), name))
 
     def builtin_setattr(self, args, kwargs):

@@ -26,6 +26,7 @@ from torchsmith.capture.variables import (
     FunctionVar,
     GradModeVar,
     MethodVar,
+    ObjectVar,
     PartialVar,
     RestoreGradMode,
     TensorVar,
@@ -136,6 +137,8 @@ class CallOps(BuiltinOps, PythonStateOps):
             return ConstVar(None)
         if isinstance(fn, ConstVar):
             return self.call_value(fn, args, kwargs, depth)
+        if isinstance(fn, ObjectVar):
+            return self.user_object_dunder(fn, "__call__", args, kwargs)
         raise Unsupported(f"calling {fn.describe()}")
 
     def call_value(self, fn: ConstVar, args, kwargs, depth):
@@ -160,6 +163,8 @@ class CallOps(BuiltinOps, PythonStateOps):
             return ConstVar(False)
         if value is torch.is_grad_enabled:
             return ConstVar(self.grad_enabled)
+        if value is object.__init__ and len(args) == 1 and not kwargs:
+            return ConstVar(None)  # the end of a `super().__init__()` chain: nothing to do
         if value in _HAS_TORCH_FUNCTION:
             # __torch_function__ overrides only exist on tensor subclasses, which capture refuses.
             plain = all(
@@ -501,7 +506,7 @@ class CallOps(BuiltinOps, PythonStateOps):
         pure = cls.__module__ == "builtins" or issubclass(cls, BaseException) or cls in _PURE_CLASSES
         if pure:
             return self.call_pure(cls, args, kwargs)
-        raise Unsupported(f"creating an instance of {cls.__qualname__} inside the compiled function")
+        return self.construct_user_object(cls, args, kwargs)
 
     def call_container_method(self, obj, name: str, args, kwargs):
         return self.container_method(obj, name, args, kwargs)

@@ -17,6 +17,7 @@ from torchsmith.capture.variables import (
     FunctionVar,
     ListVar,
     MethodVar,
+    ObjectVar,
     PartialVar,
     SetVar,
     SuperVar,
@@ -88,6 +89,8 @@ class AttributeOps:
             return
         if isinstance(obj, DataclassVar):
             return self.dataclass_setattr(obj, name, value)
+        if isinstance(obj, ObjectVar):
+            return self.user_object_setattr(obj, name, value)
         raise Unsupported(f"setting attribute {name!r} on {obj.describe()}")
 
     def getattr(self, obj, name: str):
@@ -121,6 +124,8 @@ class AttributeOps:
             return self.object_attribute(obj, name)
         if isinstance(obj, DataclassVar):
             return self.dataclass_attribute(obj, name)
+        if isinstance(obj, ObjectVar):
+            return self.user_object_attribute(obj, name)
         raise Unsupported(f"attribute {name!r} of {obj.describe()}")
 
     def object_attribute(self, obj: ConstVar, name: str):
@@ -192,7 +197,11 @@ class AttributeOps:
         return self.wrap(result, source)
 
     def super_attribute(self, sup: SuperVar, name: str):
-        mro = type(sup.obj.value).__mro__ if isinstance(sup.obj, ConstVar) else ()
+        if isinstance(sup.obj, ObjectVar):
+            obj_cls = sup.obj.cls
+        else:
+            obj_cls = type(sup.obj.value) if isinstance(sup.obj, ConstVar) else None
+        mro = obj_cls.__mro__ if obj_cls is not None else ()
         start = mro.index(sup.cls) + 1 if sup.cls in mro else len(mro)
         for klass in mro[start:]:
             if name in klass.__dict__:
@@ -200,7 +209,7 @@ class AttributeOps:
                 if isinstance(descriptor, staticmethod):
                     return ConstVar(descriptor.__func__)
                 if isinstance(descriptor, classmethod):
-                    return MethodVar(ConstVar(descriptor.__func__), ConstVar(type(sup.obj.value)))
+                    return MethodVar(ConstVar(descriptor.__func__), ConstVar(obj_cls))
                 if callable(descriptor):
                     return MethodVar(ConstVar(descriptor), sup.obj)
                 if isinstance(descriptor, property):

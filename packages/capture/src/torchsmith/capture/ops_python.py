@@ -13,6 +13,7 @@ from torchsmith.capture.variables import (
     BuiltinMethodVar,
     ConstVar,
     DataclassVar,
+    ObjectVar,
     DictVar,
     FunctionVar,
     IteratorVar,
@@ -98,6 +99,8 @@ class PythonOps:
         return True
 
     def truth(self, tracker) -> bool:
+        if isinstance(tracker, ObjectVar):
+            return self.user_object_truth(tracker)
         if isinstance(tracker, DataclassVar):
             if tracker.dict_like:
                 return bool(self.dataclass_items(tracker))
@@ -135,6 +138,8 @@ class PythonOps:
             return list(tracker.items)
         if isinstance(tracker, DataclassVar) and tracker.dict_like:
             return [ConstVar(k) for k in self.dataclass_items(tracker)]
+        if isinstance(tracker, ObjectVar):
+            return self.sequence_items(self.user_object_dunder(tracker, "__iter__", []))
         if isinstance(tracker, TensorVar):
             shape = tracker.type.shape
             if not shape:
@@ -325,7 +330,9 @@ class PythonOps:
     def op_CONTAINS_OP(self, frame, ins):
         container = frame.pop()
         item = frame.pop()
-        if isinstance(container, DictVar):
+        if isinstance(container, ObjectVar) and self.class_member(container.cls, "__contains__"):
+            found = self.truth(self.user_object_dunder(container, "__contains__", [item]))
+        elif isinstance(container, DictVar):
             found = self.as_python(item) in container.items
         elif isinstance(container, ConstVar) and not isinstance(container.value, torch.nn.Module):
             found = self.as_python(item) in container.value
@@ -346,6 +353,8 @@ class PythonOps:
     def subscript(self, container, key):
         if isinstance(container, TensorVar):
             return self.call_tensor_method(container, "__getitem__", [key], {})
+        if isinstance(container, ObjectVar):
+            return self.user_object_dunder(container, "__getitem__", [key])
         if isinstance(key, TensorVar):
             raise Unsupported("indexing a Python container with a tensor")
         k = self.as_python(key)
@@ -405,6 +414,8 @@ class PythonOps:
         elif isinstance(container, DictVar):
             container.items[self.dict_key(key)] = value
             container.mutated = True
+        elif isinstance(container, ObjectVar):
+            self.user_object_dunder(container, "__setitem__", [key, value])
         else:
             raise Unsupported(f"item assignment on {container.describe()}")
 

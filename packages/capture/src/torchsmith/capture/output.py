@@ -30,6 +30,7 @@ from torchsmith.capture.numpy_values import NumpyVar
 from torchsmith.capture.ops_python import BINARY, COMPARE
 from torchsmith.capture.pysource import keyword_arguments, set_attribute, string_literal, subscript
 from torchsmith.capture.resume import resume_code
+from torchsmith.capture.user_objects import new_instance
 from torchsmith.capture.variables import (
     NULL,
     BuiltinMethodVar,
@@ -41,6 +42,7 @@ from torchsmith.capture.variables import (
     IteratorVar,
     ListVar,
     MethodVar,
+    ObjectVar,
     PartialVar,
     RestoreGradMode,
     SetVar,
@@ -78,6 +80,7 @@ class Codegen:
         self.output_index: dict[str, int] = {}
         self.lines: list[str] = []
         self.cell_names: dict[int, str] = {}  # root-frame cells, rebuilt as real cells at a break
+        self.object_names: dict[int, str] = {}  # id(ObjectVar) -> the local its rebuilt instance is in
 
     # ----------------------------------------------------------------- expressions
     def expr(self, v) -> str:
@@ -126,6 +129,8 @@ class Codegen:
             init = [f for f in dataclasses.fields(v.cls) if f.init]
             body = ", ".join(keyword_arguments((f.name, self.expr(v.fields[f.name])) for f in init))
             return f"{self.ns.name_of(v.cls)}({body})"
+        if isinstance(v, ObjectVar):
+            return self.object_expr(v)
         if isinstance(v, SetVar):
             return "{" + ", ".join(self.expr(i) for i in v.items) + "}" if v.items else "set()"
         if isinstance(v, IteratorVar):
@@ -154,6 +159,20 @@ class Codegen:
                 f"{string_literal(v.code.co_name)}, {defaults}, {closure})"
             )
         raise Unsupported(f"cannot rebuild {v.describe()} after the graph")
+
+    def object_expr(self, v: ObjectVar) -> str:
+        """The local holding the rebuilt instance of a new user object, built on first use: allocated
+        without `__init__` (capture already ran it), then its attributes set. The name is bound
+        before the attributes are written, so an instance reachable from itself is one object."""
+        name = self.object_names.get(id(v))
+        if name is not None:
+            return name
+        name = self.object_names[id(v)] = f"__o{len(self.object_names)}"
+        self.lines.append(f"{name} = {self.ns.name_of(new_instance)}({self.ns.name_of(v.cls)})")
+        if v.attrs:
+            body = ", ".join(f"{self.ns.literal(k)}: {self.expr(x)}" for k, x in v.attrs.items())
+            self.lines.append(f"{name}.__dict__.update({{{body}}})")
+        return name
 
     # ----------------------------------------------------------------- side effects
     def side_effects(self) -> None:

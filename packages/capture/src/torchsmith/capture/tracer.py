@@ -25,6 +25,7 @@ from torchsmith.capture.ops_stack import StackOps
 from torchsmith.capture.pysource import identifier, subscript
 from torchsmith.capture.shapes import ShapeEnv, infer_symbolic
 from torchsmith.capture.tensors import flatten_types, infer_result, rebuild, to_graph_arg
+from torchsmith.capture.user_objects import UserObjectOps
 from torchsmith.capture.variables import (
     CellVar,
     ConstVar,
@@ -103,7 +104,7 @@ class BreakReached(Exception):
     """Internal: the root frame reached the instruction chosen for the graph break."""
 
 
-class Tracer(StackOps, ControlOps, PythonOps, AttributeOps, DataclassOps, CallOps):
+class Tracer(StackOps, ControlOps, PythonOps, AttributeOps, DataclassOps, UserObjectOps, CallOps):
     """Captures one function call into a graph plus the Python left around it."""
 
     def __init__(

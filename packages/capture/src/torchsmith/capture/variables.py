@@ -294,3 +294,20 @@ class DataclassVar(VariableTracker):
 
     def describe(self) -> str:
         return f"{self.cls.__qualname__} instance"
+
+
+class ObjectVar(VariableTracker):
+    """An instance of a plain user class created inside the compiled code (`DynamicCache()`):
+    its class and the trackers of its instance attributes, which change as the captured code
+    stores them. Nothing outside the capture can see it until it escapes, so it needs no guards;
+    an escaping instance is rebuilt after the graph without calling `__init__` (user_objects.py)."""
+
+    __slots__ = ("cls", "attrs")
+
+    def __init__(self, cls: type, attrs: dict | None = None):
+        super().__init__(None)
+        self.cls = cls
+        self.attrs = dict(attrs or {})
+
+    def describe(self) -> str:
+        return f"new {self.cls.__qualname__} instance"
