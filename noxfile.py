@@ -4,7 +4,7 @@
     nox -s tests_isolated   each package alone, with only its declared dependencies
     nox -s tests_pythons    capture's tests and the conformance suite on Python 3.12 and 3.13
     nox -s zoo              every transformers architecture of tests/zoo (`tests` runs a fast subset)
-    nox -s lint             ruff, and the layout rules of DESIGN.md
+    nox -s lint             ruff, and the layout rules of docs/architecture.md
     nox -s bench            every benchmarks/bench_*.py
     nox -s demo             the demo
 

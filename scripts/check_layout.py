@@ -1,9 +1,9 @@
-"""Checks the monorepo layout that DESIGN.md fixes and that no test would notice breaking.
+"""Checks the monorepo layout that docs/architecture.md fixes and that no test would notice breaking.
 
 - every package has pyproject.toml, README.md, tests/ and src/torchsmith/;
 - stage packages are PEP 420 portions (no src/torchsmith/__init__.py); compile_api alone owns it,
   and it begins by extending the namespace path;
-- the torchsmith packages a package declares follow the arrows in DESIGN.md;
+- the torchsmith packages a package declares follow the pipeline's order in docs/architecture.md;
 - a package's source imports no torchsmith package that it does not declare.
 
 Run from anywhere: `python scripts/check_layout.py` (the lint session does). Needs only Python.
@@ -21,7 +21,7 @@ PACKAGES_DIR = pathlib.Path(__file__).resolve().parent.parent / "packages"
 NAMESPACE_FIRST_LINE = '__path__ = __import__("pkgutil").extend_path(__path__, __name__)'
 
 # Which torchsmith packages each package may depend on (folder names). Every stage may use ir;
-# no stage uses compile_api. Change this table and DESIGN.md together.
+# no stage uses compile_api. Change this table and docs/architecture.md together.
 ALLOWED_DEPENDENCIES = {
     "ir": set(),
     "capture": {"ir"},
@@ -84,7 +84,7 @@ def check() -> list[str]:
             if name in folder_of_distribution
         }
         for extra in sorted(declared - ALLOWED_DEPENDENCIES[folder]):
-            problems.append(f"{where}: depends on {extra}, which DESIGN.md's arrows do not allow")
+            problems.append(f"{where}: depends on {extra}, which docs/architecture.md does not allow")
 
         if folder == "compile_api":
             continue  # it owns torchsmith/ itself and may use every stage

@@ -1,6 +1,6 @@
 """The ATen ops a model zoo needs: the 107 distinct ops counted over forward + loss + backward of
 12 Hugging Face models (BERT, GPT-2, Llama, T5, ViT, ResNet, ConvNeXt, MobileNetV2, Whisper, Swin,
-BART, Mixtral; ../shared/research/aot_prims.md section 3), as the overloads a functionalized
+BART, Mixtral), as the overloads a functionalized
 graph holds. In-place variants (add_, copy_, fill_, ...) are left out: functionalization removes
 them before decomposition."""
 
