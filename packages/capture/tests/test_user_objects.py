@@ -339,3 +339,42 @@ def test_abstract_class_breaks_and_raises_as_eager(compile_with):
 
     with pytest.raises(TypeError):
         compile_with(f)(torch.randn(2))
+
+
+def test_aliasing_of_passed_in_objects_is_guarded(compile_with, backend):
+    class Box:
+        def __init__(self, v):
+            self.v = v
+
+    def f(a, b, x):
+        a.v = a.v + x
+        return b.v * 2
+
+    compiled = compile_with(f)
+    x = torch.randn(3)
+    for same in (True, False, True):
+        a1 = Box(torch.ones(3))
+        b1 = a1 if same else Box(torch.zeros(3))
+        a2 = Box(torch.ones(3))
+        b2 = a2 if same else Box(torch.zeros(3))
+        torch.testing.assert_close(compiled(a2, b2, x), f(a1, b1, x))
+        torch.testing.assert_close(a2.v, a1.v)
+    assert len(backend.graphs) == 2
+
+
+class _WithDel:
+    def __init__(self, x):
+        self.x = x
+
+    def __del__(self):
+        pass
+
+
+def test_class_with_a_finalizer_breaks(compile_with):
+    def f(x):
+        return _WithDel(x).x + 1
+
+    compiled = compile_with(f)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), x + 1)
+    assert "__del__" in str(compiled.session.records[0].break_reason)

@@ -128,6 +128,7 @@ class Tracer(StackOps, ControlOps, PythonOps, AttributeOps, DataclassOps, UserOb
         self.created_modules: dict[int, tuple] = {}
         self.mutables_by_id: dict[int, tuple] = {}  # id(list or dict) -> (its tracker, the object)
         self.mutable_sources: list[VariableTracker] = []
+        self.objects_by_id: dict[int, tuple[str, object]] = {}  # id(object) -> (first source, object)
         self.initial_grad = torch.is_grad_enabled()
         self.grad_enabled = self.initial_grad
         self.guards.grad_mode(self.initial_grad)
@@ -329,6 +330,11 @@ class Tracer(StackOps, ControlOps, PythonOps, AttributeOps, DataclassOps, UserOb
         g.type_is(source, value)
         if isinstance(value, RestoreGradMode):
             g.add(f"{source}.previous is {value.previous!r}")
+        first = self.objects_by_id.setdefault(id(value), (source, value))
+        if first[1] is value and first[0] != source:
+            # one object reached through two paths: attribute writes through one are read through
+            # the other, so a later call must pass one object there too
+            g.add(f"{source} is {first[0]}")
         return ConstVar(value, source)
 
     def wrap_method(self, method: types.MethodType, source: str | None) -> VariableTracker:
@@ -433,6 +439,13 @@ class Tracer(StackOps, ControlOps, PythonOps, AttributeOps, DataclassOps, UserOb
         if n > 1:
             ids = ", ".join(f"id({s})" for s in self.input_sources)
             self.guards.add(f"len({{{ids}}}) == {n}")
+        # objects whose attributes the graph writes must stay distinct (writes through one would
+        # otherwise be read through the other)
+        written = {id(obj.value) for obj, _, _ in self.attr_writes.values()}
+        sources = [source for key, (source, _) in self.objects_by_id.items() if key in written]
+        if len(sources) > 1:
+            ids = ", ".join(f"id({s})" for s in sources)
+            self.guards.add(f"len({{{ids}}}) == {len(sources)}")
 
     def current_location(self) -> str | None:
         frame = self._current_frame

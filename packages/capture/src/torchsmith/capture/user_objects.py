@@ -23,8 +23,9 @@ from torchsmith.capture.pysource import string_literal
 from torchsmith.capture.variables import ConstVar, IteratorVar, MethodVar, ObjectVar
 
 _HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: the class was made by a class statement
-# Hooks that change what storing or reading an attribute does: capture's attribute dict would not.
-_ATTRIBUTE_HOOKS = ("__setattr__", "__getattribute__", "__delattr__", "__getattr__")
+# Hooks that change what storing or reading an attribute does (capture's attribute dict would not),
+# and a finalizer, which eager runs for an instance capture never allocates.
+_ATTRIBUTE_HOOKS = ("__setattr__", "__getattribute__", "__delattr__", "__getattr__", "__del__")
 
 
 # collections.abc.Sequence's mixin methods that walk the items until __getitem__ raises IndexError
