@@ -378,3 +378,24 @@ def test_class_with_a_finalizer_breaks(compile_with):
     x = torch.randn(3)
     torch.testing.assert_close(compiled(x), x + 1)
     assert "__del__" in str(compiled.session.records[0].break_reason)
+
+
+def test_containers_held_by_new_objects_keep_their_identity(compile_with):
+    class Bag:
+        def __init__(self, items, table):
+            self.items = items
+            self.table = table
+
+    def f(x):
+        items = [x + 1]
+        table = {"a": x * 2}
+        bag = Bag(items, table)
+        items.append(x - 1)
+        return items, bag, table
+
+    compiled = compile_with(f, fullgraph=True)
+    x = torch.randn(3)
+    items, bag, table = compiled(x)
+    assert bag.items is items and bag.table is table
+    expected_items, _, _ = f(x)
+    torch.testing.assert_close(items, expected_items)

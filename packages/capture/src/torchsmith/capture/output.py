@@ -81,6 +81,14 @@ class Codegen:
         self.lines: list[str] = []
         self.cell_names: dict[int, str] = {}  # root-frame cells, rebuilt as real cells at a break
         self.object_names: dict[int, str] = {}  # id(ObjectVar) -> the local its rebuilt instance is in
+        # lists and dicts made during capture that a new object holds: built once into a local, so
+        # the object and any other reference share them as in eager (id -> local, None until built)
+        self.shared_containers: dict[int, str | None] = {
+            id(value): None
+            for obj in getattr(tracer, "new_objects", ())
+            for value in obj.attrs.values()
+            if isinstance(value, (ListVar, DictVar)) and value.source is None
+        }
 
     # ----------------------------------------------------------------- expressions
     def expr(self, v) -> str:
@@ -108,6 +116,8 @@ class Codegen:
             return self.t.shape_env.python_expr(v.expr)
         if isinstance(v, NumpyVar):  # read again at run time: the very object, never a copy
             return v.source
+        if id(v) in self.shared_containers and isinstance(v, (ListVar, DictVar)):
+            return self.shared_container_expr(v)
         if isinstance(v, ListVar):
             if v.source:
                 return v.source
@@ -159,6 +169,23 @@ class Codegen:
                 f"{string_literal(v.code.co_name)}, {defaults}, {closure})"
             )
         raise Unsupported(f"cannot rebuild {v.describe()} after the graph")
+
+    def shared_container_expr(self, v) -> str:
+        """A list or dict held by a new object, built into a local on first use (the name is bound
+        before its items are filled, so a container holding an object that holds it is one object)."""
+        name = self.shared_containers[id(v)]
+        if name is not None:
+            return name
+        name = self.shared_containers[id(v)] = f"__c{sum(n is not None for n in self.shared_containers.values())}"
+        empty = "[]" if isinstance(v, ListVar) else "{}" if v.cls is dict else f"{self.ns.name_of(v.cls)}()"
+        self.lines.append(f"{name} = {empty}")
+        if isinstance(v, ListVar):
+            items = ", ".join(self.expr(i) for i in v.items)
+            self.lines.append(f"{name}.extend([{items}])")
+        else:
+            body = ", ".join(f"{self.ns.literal(k)}: {self.expr(x)}" for k, x in v.items.items())
+            self.lines.append(f"{name}.update({{{body}}})")
+        return name
 
     def object_expr(self, v: ObjectVar) -> str:
         """The local holding the rebuilt instance of a new user object, built on first use: allocated

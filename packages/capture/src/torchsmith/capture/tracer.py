@@ -129,6 +129,7 @@ class Tracer(StackOps, ControlOps, PythonOps, AttributeOps, DataclassOps, UserOb
         self.mutables_by_id: dict[int, tuple] = {}  # id(list or dict) -> (its tracker, the object)
         self.mutable_sources: list[VariableTracker] = []
         self.objects_by_id: dict[int, tuple[str, object]] = {}  # id(object) -> (first source, object)
+        self.new_objects: list = []  # the ObjectVars of user objects created during capture
         self.initial_grad = torch.is_grad_enabled()
         self.grad_enabled = self.initial_grad
         self.guards.grad_mode(self.initial_grad)

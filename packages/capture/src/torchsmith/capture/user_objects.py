@@ -70,6 +70,7 @@ class UserObjectOps:
         if reason is not None:
             raise Unsupported(f"creating an instance of {cls.__qualname__} inside the compiled function: {reason}")
         obj = ObjectVar(cls)
+        self.new_objects.append(obj)
         init_owner = next(k for k in cls.__mro__ if "__init__" in k.__dict__)
         init = init_owner.__dict__["__init__"]
         if init_owner is object:
