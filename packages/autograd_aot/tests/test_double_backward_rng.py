@@ -145,3 +145,24 @@ def test_counter_based_draws_are_refused_when_compiled():
     error = replay_refusal("philox", [decomposed])
     assert isinstance(error, AotAutogradError) and "random op prims.philox_rand" in str(error)
     assert replay_refusal("plain", [_unused_draw_graph()]) is None
+
+
+def _dropout_graph(*options):
+    b = GraphBuilder("drop")
+    x = b.input("x", f32(4, 5, grad=True))
+    return b.build(b.op("torch.nn.functional.dropout", b.op("torch.sin", x), *options))
+
+
+@pytest.mark.parametrize(("options", "fused"), [
+    ((0.3, True), True), ((0.3, False), False), ((0.0, True), False), ((0.3, True, True), False),
+])
+def test_cuda_programs_trace_dropout_as_cudas_fused_kernel(options, fused):
+    # eager's torch.dropout calls native_dropout on CUDA and draws a bernoulli_ mask elsewhere: the
+    # two draw other numbers, and the compiled forward and a double backward's re-run must agree
+    from torchsmith.autograd_aot import trace
+
+    x = torch.randn(4, 5, requires_grad=True)
+    ops = trace(_dropout_graph(*options), [x], training=True, device="cuda").graph.ops()
+    assert ("aten.native_dropout.default" in ops) == fused
+    cpu_ops = trace(_dropout_graph(*options), [x], training=True, device="cpu").graph.ops()
+    assert "aten.native_dropout.default" not in cpu_ops

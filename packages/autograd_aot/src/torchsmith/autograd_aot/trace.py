@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from torchsmith.autograd_aot.device_dropout import device_dropout
 from torchsmith.autograd_aot.device_layouts import cpu_layouts, with_device_layout
 from torchsmith.autograd_aot.device_shapes import with_device_shapes
 from torchsmith.autograd_aot.errors import TraceError
@@ -392,8 +393,9 @@ def trace(graph: Graph, example_inputs, *, training: bool, device: str | None = 
     keep_identity = torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)
     attention = fused_attention(recorder.device, training)
     layouts = cpu_layouts(recorder.device)
+    dropout = device_dropout(recorder.device)
     grad_mode = torch.set_grad_enabled(training and torch.is_grad_enabled())
-    with grad_mode, keep_identity, recorder, attention, layouts:
+    with grad_mode, keep_identity, recorder, attention, layouts, dropout:
         outputs = _run_torch_graph(graph, env, bindings, recorder)
         aliases = track_aliases(recorder.inputs, recorder.nodes)
         specs, bases = _output_specs(recorder, aliases, outputs, num_inputs)
