@@ -82,11 +82,32 @@ def test_sizes_beyond_the_fitted_forms_fall_back_to_concrete_programs():
     x = b.input("x", f32(S0))
     outer = b.op("torch.outer", x, x, out_type=f32(S0, S0))
     square = b.op("torch.Tensor.reshape", outer, -1, out_type=f32(S0 * S0))
-    cube = b.op("torch.Tensor.reshape", b.op("torch.outer", square, x, out_type=f32(S0 * S0, S0)), -1,
-                out_type=f32(S0 * S0 * S0))
-    graph = b.build(b.op("torch.cos", cube, out_type=f32(S0 * S0 * S0)))
+    power = square
+    for k in (3, 4, 5):
+        outer = b.op("torch.outer", power, x, out_type=f32(S0 ** (k - 1), S0))
+        power = b.op("torch.Tensor.reshape", outer, -1, out_type=f32(S0 ** k))
+    graph = b.build(b.op("torch.cos", power, out_type=f32(S0 ** 5)))
     fn = aot_eager(graph, [torch.randn(3)])
-    assert fn.symbolic == []  # s0**3 is not fitted: specialized, still right
+    assert fn.symbolic == []  # s0**5 is not fitted (monomials go up to degree 4): specialized, still right
     run_both(graph, fn, [torch.randn(3)])
     run_both(graph, fn, [torch.randn(4)])
     assert len(fn.programs) == 2
+
+
+def test_channels_last_values_of_four_symbolic_dims_lower_once():
+    # the batch stride of an (s0, s1, s2, s3) channels-last tensor is s1*s2*s3: a degree-3 monomial
+    n, c, h, w = (symbol(f"s{k}") for k in range(4))
+    b = GraphBuilder("nhwc")
+    x = b.input("x", TensorType.make((n, c, h, w), torch.float32, requires_grad=True))
+    nhwc = TensorType((n, c, h, w), torch.float32, "cpu", (c * h * w, 1, w * c, c), True)
+    y = b.op("torch.Tensor.contiguous", x, memory_format=torch.channels_last, out_type=nhwc)
+    graph = b.build(b.op("torch.sin", y, out_type=nhwc))
+    fn = aot_eager(graph, [torch.randn(2, 3, 4, 5, requires_grad=True)])
+    assert len(fn.symbolic) == 1
+    for shape in ((2, 3, 4, 5), (3, 2, 5, 7), (4, 5, 3, 2)):
+        x_value = torch.randn(*shape, requires_grad=True)
+        (out,) = fn(x_value)
+        expected = x_value.detach().contiguous(memory_format=torch.channels_last).sin()
+        torch.testing.assert_close(out, expected)
+        assert out.stride() == expected.stride()
+    assert len(fn.programs) == 1

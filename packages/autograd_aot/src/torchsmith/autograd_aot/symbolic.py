@@ -91,7 +91,9 @@ class _Fitter:
     def __init__(self, hints: list[dict[str, int]]):
         self.hints = hints
         names = sorted(hints[0])
-        monomials = [(n,) for n in names] + list(itertools.combinations_with_replacement(names, 2))
+        # up to degree 4: the strides and element counts of 4-d tensors whose every dim is a symbol
+        monomials = [m for degree in range(1, 5)
+                     for m in itertools.combinations_with_replacement(names, degree)]
         self.monomials = [
             (sympy.Mul(*(symbol(n) for n in m)), [self._value(m, h) for h in hints]) for m in monomials
         ]
