@@ -1,7 +1,21 @@
+import dataclasses
+
+import pytest
 import torch
 
-from torchsmith.ir import GraphBuilder, interpret
-from torchsmith.ir.passes import dead_code_elimination, graph_pass, has_side_effects, run_pipeline
+from torchsmith.ir import (
+    Graph,
+    GraphBuilder,
+    IRKind,
+    Pipeline,
+    Step,
+    VerifyError,
+    events,
+    interpret,
+    register_ir_kind,
+)
+from torchsmith.ir.graph import Value
+from torchsmith.ir.passes import as_step, dead_code_elimination, graph_pass, has_side_effects, run_pipeline
 
 
 def _graph_with_dead_code():
@@ -48,17 +62,6 @@ def test_side_effect_names():
 
 
 # ---- the pass runner ---------------------------------------------------------------------------
-
-import dataclasses  # noqa: E402
-
-import pytest  # noqa: E402
-
-from torchsmith.ir import IRKind, Pipeline, Step, VerifyError, events, register_ir_kind  # noqa: E402
-from torchsmith.ir import Graph, Stamp, load  # noqa: E402,F401
-from torchsmith.ir.graph import Node, Value  # noqa: E402
-from torchsmith.ir.passes import as_step  # noqa: E402
-from torchsmith.ir.types import TensorType  # noqa: E402
-
 
 def _rename(graph):
     return graph.replace(name="renamed")
@@ -202,3 +205,12 @@ def test_dump_names_are_safe_file_names(tmp_path):
     graph = _graph_with_dead_code()
     Pipeline("a/b", (Step("../up", _rename),)).run(graph, verify=False, dump=tmp_path)
     assert [p.name for p in tmp_path.iterdir()] == ["001-a_b-.._up.txt"]
+
+
+def test_undecorated_gives_a_graph_pass_s_own_function():
+    from torchsmith.ir.passes import undecorated
+
+    raw = undecorated(dead_code_elimination)
+    assert raw is not dead_code_elimination and raw is dead_code_elimination.step.run
+    assert raw(_graph_with_dead_code()).stamps == ()  # the bare pass does not time itself
+    assert undecorated(_rename) is _rename

@@ -1,8 +1,9 @@
-"""The exceptions of the torchsmith user API (capture's errors are re-exported by `torchsmith`)."""
+"""The exceptions of the torchsmith user API (capture's errors are re-exported by `torchsmith`).
 
+`TorchsmithError` is torchsmith.ir's root of every package's errors: `except torchsmith.TorchsmithError`
+catches the user API's errors and any stage's."""
 
-class TorchsmithError(Exception):
-    """Base class of errors raised by the torchsmith user API."""
+from torchsmith.ir.errors import TorchsmithError
 
 
 class BackendError(TorchsmithError):

@@ -23,7 +23,7 @@ import warnings
 from torchsmith.errors import FallbackWarning, StageError
 from torchsmith.ir.errors import SymbolicError
 from torchsmith.ir.events import emit
-from torchsmith.ir.json_codec import paused_gc
+from torchsmith.ir.gc_pause import paused_gc
 
 log = logging.getLogger("torchsmith.fallback")
 

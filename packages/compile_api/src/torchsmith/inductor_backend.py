@@ -19,7 +19,7 @@ from torchsmith.inductor.backend import (
 )
 from torchsmith.inductor.errors import InductorError
 from torchsmith.ir import Graph
-from torchsmith.ir.json_codec import paused_gc
+from torchsmith.ir.gc_pause import paused_gc
 
 Compiler = Callable[[Graph, list], Callable]
 

@@ -13,7 +13,7 @@ from torchsmith.autograd_aot.errors import (
 )
 from torchsmith.autograd_aot.functionalize import dead_code_elimination, functionalize, is_functional
 from torchsmith.autograd_aot.partition import MemoryReport, Partition, can_recompute, partition
-from torchsmith.autograd_aot.pipeline import Lowered, lower
+from torchsmith.autograd_aot.pipeline import AotState, Lowered, aot_pipeline, lower
 from torchsmith.autograd_aot.runtime import (
     AotFunction,
     CompiledProgram,
@@ -24,13 +24,15 @@ from torchsmith.autograd_aot.runtime import (
 )
 from torchsmith.autograd_aot.symbolic import input_symbols, lower_symbolic
 from torchsmith.autograd_aot.trace import OutputSpec, TracedProgram, trace
+from torchsmith.ir.errors import TorchsmithError
 
 __all__ = [
     "__version__",
     "AliasingError", "AotAutogradError", "FunctionalizationError", "PartitionError", "TraceError",
+    "TorchsmithError",
     "dead_code_elimination", "functionalize", "is_functional",
     "MemoryReport", "Partition", "can_recompute", "partition",
-    "Lowered", "lower", "input_symbols", "lower_symbolic",
+    "AotState", "Lowered", "aot_pipeline", "lower", "input_symbols", "lower_symbolic",
     "AotFunction", "CompiledProgram", "aot_compile", "aot_eager", "aot_eager_backend", "interpreter_compiler",
     "OutputSpec", "TracedProgram", "trace",
 ]

@@ -1,7 +1,9 @@
 """The exception hierarchy of torchsmith.autograd_aot: every error a user can see from this package."""
 
+from torchsmith.ir.errors import TorchsmithError
 
-class AotAutogradError(Exception):
+
+class AotAutogradError(TorchsmithError):
     """Base class of every error raised by torchsmith.autograd_aot."""
 
 

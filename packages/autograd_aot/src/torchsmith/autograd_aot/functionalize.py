@@ -11,7 +11,7 @@ runtime copies back after the call, exactly as eager would have mutated them.
     return (%add_)                                     return (%add, %add)   # out, new %x
 """
 
-import time
+from typing import NamedTuple
 
 import torch
 
@@ -33,6 +33,8 @@ from torchsmith.autograd_aot.views import (
 from torchsmith.ir import Graph, Node, TensorType, Value, map_arg
 from torchsmith.ir.builder import infer_output_types, name_hint
 from torchsmith.ir.graph import freeze_arg
+from torchsmith.ir.names import NameGenerator
+from torchsmith.ir.passes import graph_pass
 from torchsmith.ir.text import format_node
 
 
@@ -50,28 +52,20 @@ class _Functionalizer:
     def __init__(self, graph: Graph):
         self.graph = graph
         self.nodes: list[Node] = []
-        self.taken = {v.name for v in graph.values()}
+        self.names = NameGenerator(v.name for v in graph.values())
         self.aliases: dict[str, Alias] = {v.name: Alias(v.name) for v in graph.inputs}
         self.current: dict[str, Value] = {v.name: v for v in graph.inputs}
         self.version: dict[str, int] = {}
         self.view_cache: dict[str, tuple[int, Value]] = {}
 
     # -- emitting ---------------------------------------------------------------------------
-    def fresh(self, hint: str) -> str:
-        name, n = hint, 0
-        while name in self.taken:
-            n += 1
-            name = f"{hint}_{n}"
-        self.taken.add(name)
-        return name
-
     def emit(self, op: str, *args, source=None, **kwargs):
         """Append a new node; output types are inferred from the argument types."""
         args = tuple(freeze_arg(a) for a in args)
         kwargs = tuple((k, freeze_arg(v)) for k, v in kwargs.items())
         with torch.no_grad():  # like traced values: below autograd no intermediate "requires grad"
             types, multi = infer_output_types(op, args, dict(kwargs))
-        outputs = tuple(Value(self.fresh(name_hint(op)), t) for t in types)
+        outputs = tuple(Value(self.names.fresh(name_hint(op)), t) for t in types)
         self.nodes.append(Node(op, args, kwargs, outputs, source))
         return outputs if multi else outputs[0]
 
@@ -104,7 +98,7 @@ class _Functionalizer:
         _check_layout_free(node, source, base)
         args = tuple(map_arg(a, lambda v: base if v == source else self.read(v)) for a in node.args)
         kwargs = tuple((k, map_arg(a, self.read)) for k, a in node.kwargs)
-        outputs = tuple(Value(self.fresh(v.name), v.type) for v in node.outputs)
+        outputs = tuple(Value(self.names.fresh(v.name), v.type) for v in node.outputs)
         self.nodes.append(Node(node.op, args, kwargs, outputs, node.source))
         return outputs[index]
 
@@ -220,14 +214,26 @@ def dead_code_elimination(graph: Graph) -> Graph:
 CONSTANT_OPS = frozenset({"torch.tensor"})
 
 
-def functionalize(graph: Graph, num_forward_outputs: int) -> tuple[Graph, tuple[int, ...]]:
+class Functionalized(NamedTuple):
+    """What `functionalize` returns: the functional graph and the indices of the inputs it mutates."""
+
+    graph: Graph
+    mutated: tuple[int, ...]
+
+    def stamped(self, pass_name: str, seconds: float) -> "Functionalized":
+        """The same with its graph stamped (the pass runner's timing record)."""
+        return self._replace(graph=self.graph.stamped(pass_name, seconds))
+
+
+@graph_pass("functionalize", stage="autograd_aot", produces="functional ATen graph, mutations as outputs")
+def functionalize(graph: Graph, num_forward_outputs: int) -> Functionalized:
     """Remove in-place ops and views' side effects from a traced ATen graph.
 
     Returns the functional graph and the indices of the inputs it mutates. Its outputs are the
     first `num_forward_outputs` outputs, then the new value of each mutated input, then the rest.
-    Raises `FunctionalizationError` for an input that requires grad and is mutated.
+    Raises `FunctionalizationError` for an input that requires grad and is mutated. Stamped
+    `functionalize`.
     """
-    start = time.perf_counter()
     state = _Functionalizer(graph)
     for node in graph.nodes:
         if schema_of(node.op) is None and node.op not in CONSTANT_OPS:
@@ -245,8 +251,7 @@ def functionalize(graph: Graph, num_forward_outputs: int) -> tuple[Graph, tuple[
     new_inputs = [state.current[graph.inputs[i].name] for i in mutated]
     ordered = outputs[:num_forward_outputs] + new_inputs + outputs[num_forward_outputs:]
     result = Graph(graph.name, graph.inputs, tuple(state.nodes), tuple(ordered), graph.stamps)
-    result = dead_code_elimination(drop_identity_views(result))
-    return result.stamped("functionalize", time.perf_counter() - start), mutated
+    return Functionalized(dead_code_elimination(drop_identity_views(result)), mutated)
 
 
 def is_functional(graph: Graph) -> bool:

@@ -8,7 +8,7 @@ convolutions, reductions, random ops, ...) and the sink drains values the backwa
 cheapest cut is the set of values to save; whatever lies on the sink side is recomputed.
 """
 
-import time
+import dataclasses
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -19,6 +19,7 @@ from torchsmith.autograd_aot.min_cut import ancestors, minimum_cut_source_side
 from torchsmith.autograd_aot.rng_replay import is_random
 from torchsmith.autograd_aot.views import is_view_op
 from torchsmith.ir import Graph, Node, TensorType, Value, evaluate, lookup_op
+from torchsmith.ir.passes import graph_pass
 
 # Cheap to recompute although not tagged pointwise: data movement and factories.
 _RECOMPUTABLE = frozenset({
@@ -93,6 +94,11 @@ class Partition:
     num_saved: int
     report: MemoryReport
 
+    def stamped(self, pass_name: str, seconds: float) -> "Partition":
+        """Both graphs stamped (the pass runner's timing record)."""
+        return dataclasses.replace(self, forward=self.forward.stamped(pass_name, seconds),
+                                   backward=self.backward.stamped(pass_name, seconds))
+
 
 def _storage_bytes(values, producer: dict, primal_names: set[str]) -> int:
     """Bytes kept alive by holding `values`: views count as the tensor they view, each storage
@@ -148,14 +154,15 @@ def _min_cut(candidates: dict[str, Value], producer: dict, free_names: set[str],
     ]
 
 
+@graph_pass("partition", stage="autograd_aot", produces="forward and backward graphs (min-cut)")
 def partition(joint: Graph, num_inputs: int, num_forward_outputs: int, *,
               saved_names: Collection[str] | None = None, mutated_inputs: Collection[int] = ()) -> Partition:
     """Split `joint` (inputs: `num_inputs` primals then tangents; outputs: `num_forward_outputs`
     forward outputs then gradients) by min-cut. Forward outputs keep their order, then come the saved
     values; the backward takes the saved values then the tangents. `saved_names` skips the min-cut
     and saves exactly those values (to repeat one decision on a graph of the same structure).
-    `mutated_inputs` (indices) are overwritten after the forward, so they are saved as copies."""
-    start = time.perf_counter()
+    `mutated_inputs` (indices) are overwritten after the forward, so they are saved as copies.
+    Both graphs are stamped `partition`."""
     primals, tangents = joint.inputs[:num_inputs], joint.inputs[num_inputs:]
     fw_outputs, grads = joint.outputs[:num_forward_outputs], joint.outputs[num_forward_outputs:]
     primal_names = {v.name for v in primals}
@@ -233,7 +240,5 @@ def partition(joint: Graph, num_inputs: int, num_forward_outputs: int, *,
         saved_values=tuple(v.name for v in saved),
         recomputed_nodes=len(forward_nodes & backward_nodes),
     )
-    seconds = time.perf_counter() - start
-    forward, backward = forward.stamped("partition", seconds), backward.stamped("partition", seconds)
     return Partition(forward, backward, len(saved), report)
 

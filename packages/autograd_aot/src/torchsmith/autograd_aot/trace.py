@@ -10,7 +10,7 @@ Sizes are concrete: meta tensors need real sizes, so a trace is always at some c
 `symbolic.lower_symbolic` lowers at three hint sizes and re-expresses the sizes symbolically.
 """
 
-import time
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -26,6 +26,8 @@ from torchsmith.ir import Graph, Node, ScalarType, SymIntType, TensorType, Value
 from torchsmith.ir.builder import name_hint
 from torchsmith.ir.graph import ArgList, freeze_arg
 from torchsmith.ir.interpreter import bind_symbols, node_results, run_node
+from torchsmith.ir.names import NameGenerator
+from torchsmith.ir.passes import graph_pass
 from torchsmith.ir.text import format_node
 from torchsmith.ir.torch_startup import defer_dynamo_import
 
@@ -83,20 +85,9 @@ class TracedProgram:
     def is_training(self) -> bool:
         return bool(self.differentiable_outputs)
 
-
-class _Names:
-    """Fresh value names, readable (`addmm`, `addmm_1`) and never reused."""
-
-    def __init__(self):
-        self.taken: set[str] = set()
-
-    def fresh(self, hint: str) -> str:
-        name, n = hint, 0
-        while name in self.taken:
-            n += 1
-            name = f"{hint}_{n}"
-        self.taken.add(name)
-        return name
+    def stamped(self, pass_name: str, seconds: float) -> "TracedProgram":
+        """This program with its graph stamped (the pass runner's timing record)."""
+        return dataclasses.replace(self, graph=self.graph.stamped(pass_name, seconds))
 
 
 class _Recorder(TorchDispatchMode):
@@ -105,7 +96,7 @@ class _Recorder(TorchDispatchMode):
     def __init__(self, device: str):
         super().__init__()
         self.device = device
-        self.names = _Names()
+        self.names = NameGenerator()  # readable (`addmm`, `addmm_1`), never reused
         self.inputs: list[Value] = []
         self.nodes: list[Node] = []
         self.values: dict[int, Value] = {}
@@ -363,6 +354,7 @@ def _metadata_mutations(
     return tuple(changes)
 
 
+@graph_pass("trace", stage="autograd_aot", produces="ATen graph (joint forward+backward when training)")
 def trace(graph: Graph, example_inputs, *, training: bool, device: str | None = None) -> TracedProgram:
     """Trace `graph` (any dialect the interpreter runs) to ATen ops at the example inputs' sizes.
 
@@ -375,7 +367,6 @@ def trace(graph: Graph, example_inputs, *, training: bool, device: str | None = 
     """
     if len(example_inputs) != len(graph.inputs):
         raise TraceError(f"graph {graph.name} takes {len(graph.inputs)} inputs, got {len(example_inputs)}")
-    start = time.perf_counter()
     recorder = _Recorder(device or _device_of(example_inputs))
     env = {}
     for value, x in zip(graph.inputs, example_inputs):
@@ -431,5 +422,5 @@ def trace(graph: Graph, example_inputs, *, training: bool, device: str | None = 
     # A base is named by its root value: functionalization reads it after every mutation.
     base_values = [recorder.by_name[name] for name in bases]
     aten = Graph(graph.name, tuple(recorder.inputs), tuple(recorder.nodes), tuple(base_values + grad_values),
-                 graph.stamps).stamped("trace", time.perf_counter() - start)
+                 graph.stamps)
     return TracedProgram(aten, num_inputs, len(bases), tuple(specs), differentiable, grad_inputs, metadata)

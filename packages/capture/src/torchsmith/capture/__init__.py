@@ -22,6 +22,7 @@ from torchsmith.capture.errors import (
     UnsupportedBytecodeError,
 )
 from torchsmith.capture.instructions import Instruction, normalize
+from torchsmith.ir.errors import TorchsmithError
 
 __all__ = [
     "RECOMPILE_LIMIT",
@@ -33,6 +34,7 @@ __all__ = [
     "FullGraphError",
     "Instruction",
     "RecompileLimitError",
+    "TorchsmithError",
     "Unsupported",
     "UnsupportedBytecodeError",
     "__version__",

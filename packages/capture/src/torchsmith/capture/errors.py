@@ -7,8 +7,10 @@ construct runs natively. It carries the reason and, once known, the file and lin
 
 from types import CodeType
 
+from torchsmith.ir.errors import TorchsmithError
 
-class CaptureError(Exception):
+
+class CaptureError(TorchsmithError):
     """Base class of every error raised by torchsmith.capture."""
 
 

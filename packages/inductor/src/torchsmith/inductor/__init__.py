@@ -29,6 +29,7 @@ from torchsmith.inductor.errors import (
 from torchsmith.inductor.loop_ir import LoopProgram, format_program
 from torchsmith.inductor.lower import LOWERINGS, lower, register_lowering
 from torchsmith.inductor.wrapper import CompiledGraph
+from torchsmith.ir.errors import TorchsmithError  # the root of every torchsmith error
 
 __all__ = [
     "BACKEND_STATS",

@@ -28,6 +28,7 @@ from pathlib import Path
 import torch
 
 from torchsmith.inductor.cache_files import cache_subdir, evict, touch, write_atomic
+from torchsmith.ir.registry import explicit_registrations
 
 log = logging.getLogger("torchsmith.inductor.compile_cache")
 _PACKAGES = ("torchsmith.ir", "torchsmith.prims", "torchsmith.inductor")
@@ -83,7 +84,7 @@ def custom_registrations() -> str:
     and function: part of every key, so that a graph compiled before a registration misses after.
     The tables of modules not imported yet hold nothing of the user's."""
     found = []
-    registry = getattr(sys.modules.get("torchsmith.ir.registry"), "_REGISTRY", None) or {}
+    registry = explicit_registrations()
     found += [f"op {op}={_qualified(d.eager)}" for op, d in registry.items() if not op.startswith("prims.")]
     for module_name, table_name in _TABLES:
         table = getattr(sys.modules.get(module_name), table_name, None) or {}

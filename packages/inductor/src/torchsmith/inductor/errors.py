@@ -1,7 +1,9 @@
 """The exception hierarchy of torchsmith.inductor: every error a user can see from this package."""
 
+from torchsmith.ir.errors import TorchsmithError
 
-class InductorError(Exception):
+
+class InductorError(TorchsmithError):
     """Base class of every error raised by torchsmith.inductor."""
 
 

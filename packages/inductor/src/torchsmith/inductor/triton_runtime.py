@@ -26,7 +26,7 @@ import torch
 from torchsmith.inductor.errors import RuntimeCallError
 from torchsmith.inductor.triton_workers import driver_ready, running, specializations
 from torchsmith.inductor.triton_writer import Config, TritonKernelSpec
-from torchsmith.ir.json_codec import paused_gc
+from torchsmith.ir.gc_pause import paused_gc
 from torchsmith.ir.symbolic import evaluate
 
 log = logging.getLogger("torchsmith.inductor.triton_runtime")

@@ -13,6 +13,7 @@ from torchsmith.ir.errors import (
     SchemaVersionError,
     SerializationError,
     SymbolicError,
+    TorchsmithError,
     TypeParseError,
     UnknownOpError,
     VerifyError,
@@ -21,8 +22,9 @@ from torchsmith.ir.fx import from_fx, lifted_attributes, to_fx
 from torchsmith.ir.graph import ArgList, Graph, Node, Slice, Stamp, Value, iter_values, map_arg
 from torchsmith.ir.interpreter import interpret
 from torchsmith.ir.ir_kinds import IRKind, register_ir_kind
-from torchsmith.ir.passes import Pipeline, Step, StepRun, graph_pass, run_pipeline
+from torchsmith.ir.names import NameGenerator
 from torchsmith.ir.parser import parse_arg, parse_graph, parse_node
+from torchsmith.ir.passes import Pipeline, Step, StepRun, graph_pass, run_pipeline
 from torchsmith.ir.pycodegen import compile_to_python
 from torchsmith.ir.random_graph import example_inputs, random_graph
 from torchsmith.ir.registry import (

@@ -21,6 +21,7 @@ import torch
 
 from torchsmith.ir.errors import GraphBuildError
 from torchsmith.ir.graph import Graph, Node, Value, freeze_arg, iter_values, map_arg
+from torchsmith.ir.names import NameGenerator
 from torchsmith.ir.registry import lookup_op
 from torchsmith.ir.symbolic import is_symbolic
 from torchsmith.ir.types import ScalarType, SymIntType, TensorType, Type, as_type, type_of
@@ -44,27 +45,20 @@ class GraphBuilder:
         self._inputs: list[Value] = []
         self._nodes: list[Node] = []
         self._outputs: list[Value] = []
-        self._defined: set[str] = set()
-        self._counts: dict[str, int] = {}
+        self._names = NameGenerator()
 
     def fresh_name(self, hint: str) -> str:
         """`hint`, or `hint_1`, `hint_2`, ... whichever is still free."""
-        if not _NAME_RE.match(hint):
-            hint = "v"
-        name = hint
-        while name in self._defined:
-            self._counts[hint] = self._counts.get(hint, 0) + 1
-            name = f"{hint}_{self._counts[hint]}"
-        return name
+        return self._names.unused(hint if _NAME_RE.match(hint) else "v")
 
     def _define(self, name: str | None, hint: str, t: Type) -> Value:
         if name is None:
             name = self.fresh_name(hint)
-        elif name in self._defined:
+        elif name in self._names:
             raise GraphBuildError(f"value %{name} is already defined in graph {self.name}")
         elif not _NAME_RE.match(name):
             raise GraphBuildError(f"value name {name!r} must be an identifier")
-        self._defined.add(name)
+        self._names.take(name)
         return Value(name, as_type(t))
 
     def input(self, name: str, t) -> Value:
@@ -82,7 +76,7 @@ class GraphBuilder:
         args = tuple(freeze_arg(a) for a in args)
         frozen_kwargs = tuple((k, freeze_arg(v)) for k, v in kwargs.items())
         for v in iter_values((args, tuple(v for _, v in frozen_kwargs))):
-            if v.name not in self._defined:
+            if v.name not in self._names:
                 raise GraphBuildError(f"{op}: argument %{v.name} is not defined in graph {self.name}")
         if out_type is None:
             types, multi = infer_output_types(op, args, dict(frozen_kwargs))
@@ -101,19 +95,19 @@ class GraphBuilder:
     def add_node(self, node: Node) -> Node:
         """Append an existing node (for passes that copy nodes); its output names must be free."""
         for v in node.inputs:
-            if v.name not in self._defined:
+            if v.name not in self._names:
                 raise GraphBuildError(f"{node.op}: argument %{v.name} is not defined in graph {self.name}")
         for v in node.outputs:
-            if v.name in self._defined:
+            if v.name in self._names:
                 raise GraphBuildError(f"{node.op}: output %{v.name} is already defined in graph {self.name}")
-            self._defined.add(v.name)
+            self._names.take(v.name)
         self._nodes.append(node)
         return node
 
     def output(self, *values: Value) -> None:
         """Add graph outputs (may be called more than once)."""
         for v in values:
-            if not isinstance(v, Value) or v.name not in self._defined:
+            if not isinstance(v, Value) or v.name not in self._names:
                 raise GraphBuildError(f"graph output {v!r} is not a value defined in graph {self.name}")
         self._outputs.extend(values)
 

@@ -1,7 +1,15 @@
-"""The exception hierarchy of torchsmith.ir: every error a user can see from this package."""
+"""The exception hierarchy of torchsmith.ir: every error a user can see from this package, and
+`TorchsmithError`, the root that every torchsmith package's errors derive from (catch it to catch
+any stage's error)."""
 
 
-class IRError(Exception):
+class TorchsmithError(Exception):
+    """Base class of every error raised by any torchsmith package (ir, capture, autograd_aot, prims,
+    inductor and the user API); each package has its own base below it (`IRError`, `CaptureError`,
+    `AotAutogradError`, `PrimsError`, `InductorError`)."""
+
+
+class IRError(TorchsmithError):
     """Base class of every error raised by torchsmith.ir."""
 
 

@@ -4,9 +4,6 @@ Both work from the tables in `serialize_tables`. The reader names the place of a
 document (`graph.nodes[3].args[1]`) by prepending path parts as a `Malformed` error travels up.
 """
 
-import contextlib
-import gc
-
 from torchsmith.ir.dtypes import DTYPE_BY_NAME, NAME_BY_DTYPE, dtype_name
 from torchsmith.ir.errors import IRError
 from torchsmith.ir.graph import Graph, Node, Stamp, Value
@@ -121,19 +118,6 @@ def _write_list(items, fn, where: str) -> list:
     except IRError:
         pass
     return [_guard(fn, item, f"{where}[{i}]") for i, item in enumerate(items)]  # finds and names the bad one
-
-
-@contextlib.contextmanager
-def paused_gc():
-    """Pause the cyclic garbage collector while building many small objects that form no cycles:
-    its repeated passes over the growing heap would otherwise cost 3-5x the work itself."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 class Reader:

@@ -96,7 +96,7 @@ class Pipeline:
             try:
                 new = step.run(state)
             except Exception as error:
-                error.add_note(f"in step {step.name!r} of the {self.stage} pipeline")
+                _note(error, f"in step {step.name!r} of the {self.stage} pipeline")
                 raise
             seconds = time.perf_counter() - start
             if new is state:
@@ -150,7 +150,8 @@ def run_pipeline(state, passes: "Pipeline | Sequence", *, verify: bool | None = 
 def graph_pass(name: str, *, stage: str = "ir", produces: str = "") -> Callable[[GraphPass], GraphPass]:
     """Decorate a `Graph -> Graph` function (extra arguments allowed) so that each call runs it as a
     one-step pipeline named `name`: timed and stamped, verified and dumped when asked. In a
-    `Pipeline` the undecorated function is the step (`.step`), so it is timed once."""
+    `Pipeline` the undecorated function is the step (`.step`, or `undecorated(fn)` for a pass
+    with more arguments), so it is timed once."""
 
     def decorate(fn: GraphPass) -> GraphPass:
         @functools.wraps(fn)
@@ -163,6 +164,13 @@ def graph_pass(name: str, *, stage: str = "ir", produces: str = "") -> Callable[
         return run
 
     return decorate
+
+
+def undecorated(fn: Callable) -> Callable:
+    """The function a `graph_pass` wraps (what a pipeline step calls, so the step is timed once by
+    its own pipeline); any other function as it is."""
+    step = getattr(fn, "step", None)
+    return getattr(fn, "__wrapped__", fn) if isinstance(step, Step) else fn
 
 
 def _changed_fields(old, new) -> set[str]:
@@ -186,8 +194,14 @@ def _verify(stage: str, step: str, parts: list[tuple[str, Any]]) -> None:
             ir_kind_of(value).verify(value)
         except Exception as error:
             where = f" (field {field!r})" if field else ""
-            error.add_note(f"found by the verifier after step {step!r} of the {stage} pipeline{where}")
+            _note(error, f"found by the verifier after step {step!r} of the {stage} pipeline{where}")
             raise
+
+
+def _note(error: Exception, note: str) -> None:
+    # once: an error object kept and raised again (a cached failure) must not grow on every raise
+    if note not in getattr(error, "__notes__", ()):
+        error.add_note(note)
 
 
 _INPLACE_DUNDERS = frozenset(

@@ -19,8 +19,8 @@ import sympy
 import torch
 
 from torchsmith.ir.builder import name_hint
+from torchsmith.ir.gc_pause import paused_gc
 from torchsmith.ir.graph import Graph, Node, Slice, Value, freeze_arg, iter_values
-from torchsmith.ir.json_codec import paused_gc
 from torchsmith.ir.sample_inputs import example_inputs
 from torchsmith.ir.symbolic import evaluate, floordiv, free_symbols, normalize_dim, symbol
 from torchsmith.ir.types import ScalarType, SymIntType, TensorType

@@ -21,7 +21,7 @@ import sympy
 import torch
 
 from torchsmith.ir.errors import UnknownOpError
-from torchsmith.ir.op_table import ATEN_EXCLUDED, python_op_table
+from torchsmith.ir.op_table import ATEN_EXCLUDED, bound_op_names, python_op_table
 
 # Argument kinds a schema can name, and what each accepts (see ArgSpec.accepts).
 ARG_KINDS = (
@@ -137,6 +137,8 @@ class OpDef:
 
 
 _REGISTRY: dict[str, OpDef] = {}
+# The names `register_op` added: the rest of _REGISTRY are torch's ops resolved on first lookup.
+_REGISTERED: set[str] = set()
 _TABLE_DIALECTS = frozenset({"torch", "operator", "math"})
 # A qualified op name: dotted identifiers, nothing else (no spaces, brackets or quotes).
 _OP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
@@ -153,6 +155,7 @@ def register_op(name: str, eager: Callable, *, schema=None, infer=None, doc="", 
         raise UnknownOpError(f"op {name!r} is already registered; pass replace=True to override it")
     opdef = OpDef(name, eager, schema, infer, doc)
     _REGISTRY[name] = opdef
+    _REGISTERED.add(name)
     return opdef
 
 
@@ -199,6 +202,13 @@ def registered_ops(dialect: str | None = None) -> list[str]:
     return sorted(n for n in _REGISTRY if dialect is None or n.split(".", 1)[0] == dialect)
 
 
+def explicit_registrations() -> dict[str, OpDef]:
+    """The ops added with `register_op` (prims, a user's ops), by name: not the torch ops that
+    `lookup_op` resolved and remembered, so the answer does not depend on what was looked up.
+    Caches key on it, so that a graph compiled before a user's registration misses after it."""
+    return {name: _REGISTRY[name] for name in sorted(_REGISTERED)}
+
+
 def op_name_of(target) -> str:
     """The qualified name of an aten OpOverload, torch function or Tensor method; a Python-level
     name is given only when `lookup_op` resolves it back to `target`."""
@@ -217,6 +227,9 @@ def _name_of(target) -> str:
         module = importlib.import_module(module_name)
         if getattr(module, getattr(target, "__name__", ""), None) is target:
             return f"{module_name}.{target.__name__}"
+    bound = bound_op_names().get(id(target))
+    if bound is not None:
+        return bound
     qualname = getattr(target, "__qualname__", "")
     if (
         qualname.startswith(("Tensor.", "TensorBase."))

@@ -26,8 +26,9 @@ from pathlib import Path
 
 from torchsmith.ir.__about__ import __version__
 from torchsmith.ir.errors import SchemaVersionError, SerializationError
+from torchsmith.ir.gc_pause import paused_gc
 from torchsmith.ir.graph import Graph
-from torchsmith.ir.json_codec import Reader, Writer, paused_gc
+from torchsmith.ir.json_codec import Reader, Writer
 from torchsmith.ir.serialize_tables import SCHEMA_VERSION, Malformed, json_kind, version_text
 
 __all__ = ["SCHEMA_VERSION", "dumps", "from_json", "load", "loads", "save", "to_json"]

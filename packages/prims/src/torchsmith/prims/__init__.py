@@ -19,6 +19,8 @@ from torchsmith.prims.__about__ import __version__
 from torchsmith.prims.core import NUMPY_IMPLS, PRIMS, PrimInfo
 from torchsmith.prims.decompose import DECOMPOSITIONS, KEEP, Emitter, decompose, register_decomposition
 from torchsmith.prims.errors import DecompositionError, PrimsError, PrimTypeError, PromotionError
+from torchsmith.ir.errors import TorchsmithError
+from torchsmith.prims.pipeline import prims_pipeline
 
 __all__ = [
     "DECOMPOSITIONS",
@@ -31,7 +33,9 @@ __all__ = [
     "PrimTypeError",
     "PrimsError",
     "PromotionError",
+    "TorchsmithError",
     "__version__",
     "decompose",
+    "prims_pipeline",
     "register_decomposition",
 ]

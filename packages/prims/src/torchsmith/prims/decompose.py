@@ -14,13 +14,12 @@ overload name, or a packet name for every overload). A decomposition may also de
 close to float64 as eager; the reason is written next to such decompositions.
 """
 
-import time
 from collections.abc import Callable
 
 import torch
 
 from torchsmith.ir import Graph, GraphBuilder, IRError, Node, Value, map_arg
-from torchsmith.ir.events import emit
+from torchsmith.ir.passes import Step, run_pipeline
 from torchsmith.ir.symbolic import format_dim
 from torchsmith.ir.types import TensorType
 from torchsmith.prims.core import PRIMS, same_dim, scalar_kind
@@ -231,15 +230,29 @@ def decompose(
     decomposition declines. `on_missing="keep"` keeps ops that have no decomposition instead of
     raising. `philox=True` also decomposes the random ops into `prims.philox_rand`, which adds
     the graph inputs `%philox_seed` and `%philox_offset` (see `Emitter.rng_state`). Returns a new
-    graph stamped `decompose`."""
-    start = time.perf_counter()
+    graph stamped `decompose`: the one step of `decompose_step`, run by the pass runner."""
+    step = decompose_step(keep, on_missing=on_missing, force=force, philox=philox)
+    return run_pipeline(graph, (step,), stage="prims")
+
+
+def decompose_step(keep=frozenset(), *, on_missing: str = "error", force=frozenset(),
+                   philox: bool = False) -> Step:
+    """The pipeline step `decompose` with these options (see `decompose`)."""
     if on_missing not in ("error", "keep"):
         raise DecompositionError(f"on_missing must be 'error' or 'keep', got {on_missing!r}")
+    options = dict(keep=frozenset(keep), on_missing=on_missing, force=frozenset(force), philox=philox)
+    return Step("decompose", lambda graph: decompose_graph(graph, **options),
+                "prims graph: aten ops as prims, kept ops whole")
+
+
+def decompose_graph(graph: Graph, keep: frozenset, *, on_missing: str, force: frozenset,
+                    philox: bool) -> Graph:
+    """The decomposition itself (`decompose` without the runner): a new graph with `graph`'s stamps."""
     builder = GraphBuilder(graph.name)
     env: dict[str, Value] = {}
     for v in graph.inputs:
         env[v.name] = builder.input(v.name, v.type)
-    emitter = Emitter(builder, frozenset(keep), on_missing, frozenset(force), philox)
+    emitter = Emitter(builder, keep, on_missing, force, philox)
     lookup = lambda v: env[v.name]
     for node in graph.nodes:
         args = tuple(map_arg(a, lookup) for a in node.args)
@@ -267,7 +280,4 @@ def decompose(
         for declared, got in zip(node.outputs, results):
             env[declared.name] = got
     outputs = tuple(env[v.name] for v in graph.outputs)
-    result = builder.build(*outputs)
-    seconds = time.perf_counter() - start
-    emit("prims", "time", step="decompose", seconds=seconds)
-    return result.replace(stamps=graph.stamps).stamped("decompose", seconds)
+    return builder.build(*outputs).replace(stamps=graph.stamps)

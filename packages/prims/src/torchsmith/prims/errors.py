@@ -1,7 +1,9 @@
 """The exception hierarchy of torchsmith.prims: every error a user can see from this package."""
 
+from torchsmith.ir.errors import TorchsmithError
 
-class PrimsError(Exception):
+
+class PrimsError(TorchsmithError):
     """Base class of every error raised by torchsmith.prims."""
 
 

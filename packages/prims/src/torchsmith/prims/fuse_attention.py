@@ -21,10 +21,11 @@ A chain is fused only when its intermediate values are read nowhere else (the at
 are not an output), in one float dtype throughout (a low-precision softmax has conversions in it).
 """
 
-import time
 from dataclasses import dataclass
 
 from torchsmith.ir import Graph, GraphBuilder, Node, Value
+from torchsmith.ir.names import NameGenerator
+from torchsmith.ir.passes import graph_pass
 from torchsmith.ir.types import TensorType
 from torchsmith.prims.core import same_dim
 
@@ -239,26 +240,18 @@ def match_attention(chain: _Chain, final: Node) -> AttentionMatch | None:
     return AttentionMatch(query, key_t, value, mask, scale, frozenset(map(id, nodes)), result, result_4d)
 
 
+@graph_pass("fuse_attention", stage="prims", produces="prims graph, softmax attention as one op")
 def fuse_attention(graph: Graph) -> Graph:
     """`graph` (prims) with every matched softmax-attention chain replaced by one
     `prims.scaled_dot_product_attention`; the same graph object when nothing matched. Stamped
-    `fuse_attention`."""
-    start = time.perf_counter()
+    `fuse_attention` (a `graph_pass`: `fuse_attention.step` is its pipeline step)."""
     chain = _Chain(graph)
     matches = [m for n in graph.nodes if n.op == "prims.bmm" and (m := match_attention(chain, n))]
     if not matches:
         return graph
     replaced = set().union(*(m.replaced for m in matches))
     at_result = {m.result.name: m for m in matches}
-    taken = {v.name for v in graph.values()}
-
-    def fresh(hint: str) -> str:  # a name no value of the graph has, before or after this node
-        name, k = hint, 0
-        while name in taken:
-            k += 1
-            name = f"{hint}_{k}"
-        taken.add(name)
-        return name
+    names = NameGenerator(v.name for v in graph.values())  # no value's name, before or after this node
 
     builder = GraphBuilder(graph.name)
     for v in graph.inputs:
@@ -278,7 +271,7 @@ def fuse_attention(graph: Graph) -> Graph:
         match = next((m for v in node.outputs if (m := at_result.get(v.name))), None)
         if match is None:
             continue
-        key_name = fresh(f"{match.key_t.name}_t")
+        key_name = names.fresh(f"{match.key_t.name}_t")
         key = builder.op("prims.permute", match.key_t, [0, 1, 3, 2], out_name=key_name, source=node.source)
         args = (match.query, key, match.value, match.mask, False, match.scale)
         if match.result_4d:
@@ -286,16 +279,14 @@ def fuse_attention(graph: Graph) -> Graph:
                 "prims.scaled_dot_product_attention", *args, out_name=match.result.name, source=node.source
             )
         else:
-            fused = builder.op(
-                "prims.scaled_dot_product_attention", *args, out_name=fresh("attention"), source=node.source
-            )
+            fused = builder.op("prims.scaled_dot_product_attention", *args, out_name=names.fresh("attention"),
+                               source=node.source)
             shape = list(_shape(match.result))
             builder.op("prims.reshape", fused, shape, out_name=match.result.name, source=node.source)
     result = builder.build(*graph.outputs)
     # Values the chains read and nothing else now does (the head-split copies) go too.
     result = _drop_unused(result, {id(n) for n in graph.nodes if n.op in ("prims.clone", "prims.reshape")})
-    seconds = time.perf_counter() - start
-    return result.replace(stamps=graph.stamps).stamped("fuse_attention", seconds)
+    return result.replace(stamps=graph.stamps)
 
 
 def _merged_head_copies(chain: _Chain, fused: set[str]) -> set[int]:
