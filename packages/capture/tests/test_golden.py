@@ -139,3 +139,15 @@ def test_python_dash_m_runs_in_a_fresh_process():
     result = subprocess.run(command, cwd=GOLDEN, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout == (GOLDEN / "pointwise.txt").read_text()
+
+
+def test_the_scripts_main_block_does_not_run(tmp_path, monkeypatch, capsys):
+    (tmp_path / "script.py").write_text(
+        "import torch\n"
+        "def fn(x):\n    return x * 2\n"
+        "example_inputs = (torch.ones(2),)\n"
+        "if __name__ == '__main__':\n    raise SystemExit('the main block ran')\n"
+    )
+    status, out, err = run_cli(monkeypatch, capsys, str(tmp_path / "script.py"))
+    assert status == 0, err
+    assert "torch.Tensor.__mul__(%x, 2)" in out
