@@ -176,6 +176,20 @@ def _python_functions() -> dict[str, Callable]:
 
 
 @functools.cache
+def bound_op_names() -> dict[int, str]:
+    """id of a C-level function -> its table name, for the functions `torch.linalg`,
+    `torch.special`, `torch.fft` and `torch.nn.functional` bind under another name than their own
+    (`torch.special.entr` is `torch._C._special.special_entr`, `F.logsigmoid` is
+    `torch._C._nn.log_sigmoid`), so an op name is found from the function a program calls.
+    The table holds every function, so the ids stay valid."""
+    names = {}
+    for name, fn in _submodule_functions().items():
+        if getattr(fn, "__name__", None) != name.rsplit(".", 1)[1]:
+            names.setdefault(id(python_op_table()[name]), name)
+    return names
+
+
+@functools.cache
 def python_op_table() -> dict[str, Callable]:
     """Op name -> callable for every torch, Tensor, operator and math op a graph may name."""
     table = _torch_functions() | _submodule_functions() | _tensor_methods() | _python_functions()
