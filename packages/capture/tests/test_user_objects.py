@@ -38,7 +38,7 @@ class Layer:
         return self.keys.shape[1]
 
 
-class Cache(abc.ABC):
+class Cache(abc.ABC):  # noqa: B024 - an ABC without abstract methods, as transformers' Cache base
     def __init__(self, layer_class=None):
         self.layers = []
         self.layer_class = layer_class
@@ -116,7 +116,8 @@ def test_new_object_methods_properties_len_isinstance_and_indexing(compile_with)
         cache = GrowingCache()
         attend(x, cache)
         k0, v0 = cache[0]
-        flags = (isinstance(cache, Cache), isinstance(cache, collections.abc.Sized), type(cache) is GrowingCache)
+        sized = isinstance(cache, collections.abc.Sized)
+        flags = (isinstance(cache, Cache), sized, type(cache) is GrowingCache)
         return k0 + v0, len(cache), cache.seen, hasattr(cache, "layers"), hasattr(cache, "missing"), flags
 
     compiled = compile_with(f, fullgraph=True)
@@ -165,7 +166,7 @@ def test_passed_in_object_is_mutated_in_place_and_guarded(compile_with, backend)
     x = torch.randn(2, 3, 4)
     eager_cache, compiled_cache = GrowingCache(), GrowingCache()
     compiled = compile_with(attend)
-    for step, size in enumerate((3, 1, 1, 1)):
+    for size in (3, 1, 1, 1):
         xs = torch.randn(2, size, 4)
         torch.testing.assert_close(compiled(xs, compiled_cache), attend(xs, eager_cache))
         _assert_same_cache(eager_cache, compiled_cache)

@@ -176,7 +176,8 @@ class Codegen:
         name = self.shared_containers[id(v)]
         if name is not None:
             return name
-        name = self.shared_containers[id(v)] = f"__c{sum(n is not None for n in self.shared_containers.values())}"
+        built = sum(n is not None for n in self.shared_containers.values())
+        name = self.shared_containers[id(v)] = f"__c{built}"
         empty = "[]" if isinstance(v, ListVar) else "{}" if v.cls is dict else f"{self.ns.name_of(v.cls)}()"
         self.lines.append(f"{name} = {empty}")
         if isinstance(v, ListVar):

@@ -68,7 +68,9 @@ class UserObjectOps:
         """`cls(*args, **kwargs)`: a new ObjectVar with `__init__` inlined on it."""
         reason = untraceable_reason(cls)
         if reason is not None:
-            raise Unsupported(f"creating an instance of {cls.__qualname__} inside the compiled function: {reason}")
+            raise Unsupported(
+                f"creating an instance of {cls.__qualname__} inside the compiled function: {reason}"
+            )
         obj = ObjectVar(cls)
         self.new_objects.append(obj)
         init_owner = next(k for k in cls.__mro__ if "__init__" in k.__dict__)
@@ -112,7 +114,8 @@ class UserObjectOps:
             self.guard_class_member(klass, name, member)
             return MethodVar(ConstVar(member.__func__), ConstVar(obj.cls))
         if hasattr(type(member), "__get__") and not isinstance(member, type):
-            raise Unsupported(f"attribute {name!r} of {obj.describe()} is a {type(member).__name__} descriptor")
+            kind = type(member).__name__
+            raise Unsupported(f"attribute {name!r} of {obj.describe()} is a {kind} descriptor")
         # a plain class attribute, read through the class so a change between calls recompiles
         return self.wrap(member, f"{self.ns.name_of(klass)}.__dict__[{string_literal(name)}]")
 
@@ -127,7 +130,8 @@ class UserObjectOps:
                 self.call(ConstVar(member.fset), [obj, value], {})
                 return
             if hasattr(type(member), "__set__"):
-                raise Unsupported(f"setting {name!r} of {obj.describe()}, a {type(member).__name__} descriptor")
+                kind = type(member).__name__
+                raise Unsupported(f"setting {name!r} of {obj.describe()}, a {kind} descriptor")
         obj.attrs[name] = value
 
     def user_object_dunder(self, obj: ObjectVar, name: str, args, kwargs=None):
