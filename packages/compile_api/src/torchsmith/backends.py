@@ -14,10 +14,13 @@ Third-party packages add backends through the entry point group `torchsmith.back
     >>> counting.graphs = []
 """
 
+import functools
 import importlib.metadata
 from collections.abc import Callable
 
 from torchsmith.errors import BackendError
+
+ENTRY_POINT_GROUP = "torchsmith.backends"
 
 _BACKENDS: dict[str, Callable] = {}
 _LAZY: dict[str, Callable[[], Callable]] = {}
@@ -37,11 +40,16 @@ def register_backend(fn: Callable | None = None, name: str | None = None):
 
 
 def lookup_backend(name: str) -> Callable:
-    """The backend registered as `name`; raises BackendError listing the known names otherwise."""
-    if name not in _BACKENDS and name in _LAZY:
-        _BACKENDS[name] = _LAZY.pop(name)()
-    if name not in _BACKENDS:
+    """The backend registered as `name`, loading a third-party one from the `torchsmith.backends`
+    entry point group on first use; raises BackendError listing the known names when there is none,
+    or naming the distribution and the error when its entry point fails to load."""
+    if name not in _BACKENDS and name not in _LAZY:
         _load_entry_points()
+    if name not in _BACKENDS and name in _LAZY:
+        # Removed from the lazy table only once loaded, so a failing entry point fails the same way
+        # on every lookup instead of turning into "unknown backend" on the second.
+        _BACKENDS[name] = _LAZY[name]()
+        del _LAZY[name]
     if name not in _BACKENDS:
         raise BackendError(f"unknown backend {name!r}; known backends: {', '.join(list_backends())}")
     return _BACKENDS[name]
@@ -66,9 +74,27 @@ def _load_entry_points() -> None:
     if _ENTRY_POINTS_LOADED[0]:
         return
     _ENTRY_POINTS_LOADED[0] = True
-    for entry in importlib.metadata.entry_points(group="torchsmith.backends"):
+    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         if entry.name not in _BACKENDS and entry.name not in _LAZY:
-            _LAZY[entry.name] = entry.load
+            _LAZY[entry.name] = functools.partial(_load_entry_point, entry)
+
+
+def _load_entry_point(entry: importlib.metadata.EntryPoint) -> Callable:
+    """Import a third-party backend; a failure names the distribution that declared it."""
+    dist = entry.dist
+    origin = f"the distribution {dist.name} {dist.version}" if dist is not None else "an unknown distribution"
+    where = f"backend {entry.name!r} ({entry.value}, entry point group {ENTRY_POINT_GROUP!r} of {origin})"
+    try:
+        backend = entry.load()
+    except Exception as error:
+        raise BackendError(
+            f"{where} failed to load: {type(error).__name__}: {error}. Fix or reinstall that package, "
+            f"or uninstall it to use the other backends"
+        ) from error
+    if not callable(backend):
+        raise BackendError(f"{where} is a {type(backend).__name__}, not a callable "
+                           f"backend(graph, example_inputs)")
+    return backend
 
 
 def eager(graph, example_inputs):
