@@ -83,8 +83,8 @@ def average_pool_of_channels_last():
 
 @dynamic_layout(graphs=1)
 def one_pixel_pools_added():
-    # (N, C, 1, 1) operands are channels-last and contiguous at once: the CPU kernel's sum takes the
-    # second operand's strides, the meta kernel's (the traced type) the first's
+    # (N, C, 1, 1) operands are channels-last and contiguous at once: eager's CPU sum and its meta
+    # function stride the size-1 dims differently; those strides address no memory, the rest must match
     def f(x):
         y = torch.relu(x.to(memory_format=CL))
         return F.adaptive_avg_pool2d(y, 1) + y.mean(dim=(2, 3), keepdim=True)

@@ -34,14 +34,7 @@ import cf_user_objects  # noqa: E402,F401
 from cf_harness import ALL_BACKENDS, BACKENDS, PROGRAMS, check  # noqa: E402
 
 # (theme-name, backend) -> why it fails. Strict: a fixed program fails the suite until removed here.
-EXPECTED_FAILURES: dict[tuple[str, str], str] = {
-    ("double_backward-random_draw_that_only_shifts_the_stream", "inductor"):
-        "inductor's live_buffers (lower.py) drops a random extern call whose value nothing reads, so "
-        "the generator does not move and later draws differ from eager's",
-    ("layout_dynamic-one_pixel_pools_added", "inductor"):
-        "the sum of a (N, C, 1, 1) channels-last and a contiguous operand: meta's TensorIterator gives "
-        "strides (C, 1, C, C), CPU's (C, 1, 1, 1); the inductor declares the meta (traced) strides",
-}
+EXPECTED_FAILURES: dict[tuple[str, str], str] = {}
 
 
 def _cases():

@@ -18,7 +18,7 @@ from torchsmith.autograd_aot.errors import PartitionError
 from torchsmith.autograd_aot.min_cut import ancestors, minimum_cut_source_side
 from torchsmith.autograd_aot.rng_replay import is_random
 from torchsmith.autograd_aot.views import is_view_op
-from torchsmith.ir import Graph, Node, TensorType, Value, evaluate, lookup_op
+from torchsmith.ir import Graph, Node, TensorType, Value, draws_random, evaluate, lookup_op
 from torchsmith.ir.passes import graph_pass
 
 # Cheap to recompute although not tagged pointwise: data movement and factories.
@@ -51,10 +51,9 @@ def can_recompute(op: str) -> bool:
         return kind is not None and kind.startswith(_RECOMPUTABLE_PRIM_KINDS)
     if not op.startswith("aten."):
         return False
-    overload = lookup_op(op).eager
-    tags = getattr(overload, "tags", ())
-    if torch.Tag.nondeterministic_seeded in tags:
+    if draws_random(op):
         return False  # recomputing would draw new random numbers: the mask must be saved
+    tags = getattr(lookup_op(op).eager, "tags", ())
     if is_view_op(op) or op.rsplit(".", 1)[0] in _RECOMPUTABLE:
         return True
     return torch.Tag.pointwise in tags

@@ -18,17 +18,14 @@ from dataclasses import dataclass
 
 import torch
 
-from torchsmith.ir import Graph, TensorType, lookup_op
+from torchsmith.ir import Graph, TensorType, draws_random
 
 _REPLAYABLE_DEVICES = ("cpu", "cuda", "meta")  # meta tensors draw nothing
 
 
 def is_random(op: str) -> bool:
     """Whether an ATen op draws from the global random generators."""
-    if not op.startswith("aten."):
-        return False
-    tags = getattr(lookup_op(op).eager, "tags", ())
-    return torch.Tag.nondeterministic_seeded in tags
+    return draws_random(op)
 
 
 def random_ops(graph: Graph) -> list:

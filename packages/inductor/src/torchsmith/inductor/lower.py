@@ -34,7 +34,7 @@ from torchsmith.inductor.loop_ir import (
     loads,
 )
 from torchsmith.inductor.views import ViewRef, as_tensor_view, strided_ref
-from torchsmith.ir import Graph, Node, Value, iter_values
+from torchsmith.ir import Graph, Node, Value, draws_random, iter_values
 from torchsmith.ir.symbolic import compare, normalize_dim
 from torchsmith.ir.types import ScalarType, SymIntType, TensorType, contiguous_strides
 
@@ -335,11 +335,12 @@ def report_fallbacks(graph_name: str, buffers) -> tuple[tuple[str, str], ...]:
 
 
 def live_buffers(buffers: list[Buffer], outputs: list[TensorView]) -> tuple[Buffer, ...]:
-    """`buffers` without those no output depends on (decompositions leave dead nodes behind)."""
+    """`buffers` without those no output depends on (decompositions leave dead nodes behind). A
+    random op's call stays even when nothing reads it: it moves the generator later draws read."""
     live = {v.buffer for v in outputs}
     kept = []
     for buffer in reversed(buffers):
-        if buffer.name not in live:
+        if buffer.name not in live and not (isinstance(buffer, ExternCall) and draws_random(buffer.kernel)):
             continue
         kept.append(buffer)
         if isinstance(buffer, ComputedBuffer):

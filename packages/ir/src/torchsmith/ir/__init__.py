@@ -31,6 +31,7 @@ from torchsmith.ir.registry import (
     ArgSpec,
     OpDef,
     OpSchema,
+    draws_random,
     lookup_op,
     op_name_of,
     register_op,

@@ -189,6 +189,18 @@ def lookup_op(name: str) -> OpDef:
     return opdef
 
 
+def draws_random(name: str) -> bool:
+    """Whether the ATen op `name` draws from the global random generators (torch tags it
+    nondeterministic_seeded): running it moves the generator even when nothing reads its result."""
+    if not isinstance(name, str) or not name.startswith("aten."):
+        return False
+    try:
+        overload = lookup_op(name).eager
+    except UnknownOpError:
+        return False
+    return torch.Tag.nondeterministic_seeded in getattr(overload, "tags", ())
+
+
 def is_registered(name: str) -> bool:
     try:
         lookup_op(name)
