@@ -1,7 +1,7 @@
 """Command line.
 
-- `python -m torchsmith.prims coverage [--json PATH]`: which model-zoo ATen ops are decomposed, kept
-  whole or missing.
+- `python -m torchsmith.prims coverage [--op TEXT] [--json PATH]`: every ATen op the decomposition
+  and keep-whole tables hold, and the model zoo's ops, each decomposed, kept whole or missing.
 - `python -m torchsmith.prims decompose FILE.json [--out F] [--keep OP,...] [--keep-missing]`: a verified ATen
   graph (e.g. `python -m torchsmith.autograd_aot ... --out DIR` output, or an IR dump's
   `NNN-aten-*.json`) decomposed to prims; printed in text form, or written as JSON to F for the next
@@ -15,12 +15,12 @@ import sys
 import torchsmith.prims  # noqa: F401  (registers prims and decompositions)
 from torchsmith.ir import format_graph, save
 from torchsmith.ir.cli import load_verified, run_guarded
-from torchsmith.prims.coverage import coverage, format_table, to_json
+from torchsmith.prims.coverage import coverage, format_table, select, to_json
 from torchsmith.prims.decompose import decompose
 
 
 def _coverage(args) -> int:
-    rows = coverage()
+    rows = coverage() if args.op is None else select(coverage(), args.op)
     print(format_table(rows))
     if args.json:
         pathlib.Path(args.json).write_text(to_json(rows) + "\n")
@@ -43,8 +43,9 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     report = commands.add_parser(
-        "coverage", help="which model-zoo ATen ops are decomposed, kept whole or missing"
+        "coverage", help="which ATen ops are decomposed, kept whole or missing (from the tables)"
     )
+    report.add_argument("--op", metavar="TEXT", help="only ops whose name contains TEXT (aten.hypot)")
     report.add_argument("--json", metavar="PATH", help="also write the table as JSON to PATH")
     report.set_defaults(run=_coverage)
     lower = commands.add_parser("decompose", help="decompose an ATen graph (JSON) to prims")
