@@ -477,6 +477,7 @@ _HANDLED = {
     builtins.pow: "pow",
     builtins.print: "print",
     builtins.id: "id",
+    builtins.__build_class__: "build_class",  # a class statement (class_statement.py)
 }
 for _fn in (
     builtins.int,

@@ -59,6 +59,7 @@ CREATION_FUNCTIONS = frozenset(
         "full_like",
         "scalar_tensor",
         "empty_strided",
+        "empty_permuted",
         "tril_indices",
         "triu_indices",
     }
@@ -69,6 +70,7 @@ STATIC_TORCH_FUNCTIONS = {
     torch.is_tensor,
     torch.is_floating_point,
     torch.is_complex,
+    torch.is_signed,
     torch.get_default_dtype,
     torch.numel,
     torch.is_grad_enabled,
@@ -400,7 +402,7 @@ class CallOps(BuiltinOps, PythonStateOps):
                     return self.size_var(sympy.Mul(*args[0].type.shape))
                 if fn in (torch.is_tensor,):
                     return ConstVar(True)
-                if fn in (torch.is_floating_point, torch.is_complex):
+                if fn in (torch.is_floating_point, torch.is_complex, torch.is_signed):
                     return ConstVar(getattr(args[0].type.dtype, fn.__name__))
                 raise Unsupported(f"{name} on tensors")
             return self.call_pure(fn, args, kwargs)

@@ -106,6 +106,11 @@ class Codegen:
                 call = [self.ns.literal(a) for a in args]
                 call += keyword_arguments((k, self.ns.literal(x)) for k, x in kwargs.items())
                 return f"{self.ns.name_of(cls)}({', '.join(call)})"
+        if isinstance(v, ConstVar) and v.source is None and id(v.value) in self.t.classes_built:
+            raise Unsupported(
+                f"the class {v.value.__qualname__}, defined by a class statement inside the compiled "
+                "function, is used after the graph (its methods close over cells only capture fills)"
+            )
         if isinstance(v, ConstVar):
             # simple constants read through a source are guarded equal (Tracer.wrap): write them as
             # literals, since the source may no longer hold them after the side effects (dict.pop)

@@ -13,6 +13,7 @@ import sympy
 import torch
 
 from torchsmith.capture.calls import CallOps
+from torchsmith.capture.class_statement import ClassStatementOps
 from torchsmith.capture.errors import Unsupported
 from torchsmith.capture.guards import GuardSet, Namespace
 from torchsmith.capture.instructions import Instruction, normalize, start_of_original
@@ -104,7 +105,9 @@ class BreakReached(Exception):
     """Internal: the root frame reached the instruction chosen for the graph break."""
 
 
-class Tracer(StackOps, ControlOps, PythonOps, AttributeOps, DataclassOps, UserObjectOps, CallOps):
+class Tracer(
+    StackOps, ControlOps, PythonOps, AttributeOps, DataclassOps, UserObjectOps, ClassStatementOps, CallOps
+):
     """Captures one function call into a graph plus the Python left around it."""
 
     def __init__(
@@ -126,6 +129,10 @@ class Tracer(StackOps, ControlOps, PythonOps, AttributeOps, DataclassOps, UserOb
         self.cells_by_id: dict[int, CellVar] = {}
         # id(module) -> (module, class, args, kwargs) of stateless modules built during capture
         self.created_modules: dict[int, tuple] = {}
+        # classes built by class statements during capture (class_statement.py): id -> class, and
+        # the runtime cells their methods close over, which `cells_by_id` maps to capture's cells
+        self.classes_built: dict[int, type] = {}
+        self.fresh_cells: dict[int, object] = {}
         self.mutables_by_id: dict[int, tuple] = {}  # id(list or dict) -> (its tracker, the object)
         self.mutable_sources: list[VariableTracker] = []
         self.objects_by_id: dict[int, tuple[str, object]] = {}  # id(object) -> (first source, object)
