@@ -78,9 +78,6 @@ def test_gpt2_input_ids_alone_at_several_lengths(backend):
     _serve(_gpt2(), _Counting(backend))
 
 
-@pytest.mark.xfail(strict=True, reason="GPT2Model breaks the graph at DynamicCache(); its resume function "
-                   "takes input_shape as Python ints, which are guarded as constants (no automatic dynamic "
-                   "for int arguments yet), so it recompiles at every length")
 def test_gpt2_compiles_at_most_twice_over_lengths():
     first, last = _serve(_gpt2(), _Counting("aot_eager"))
     assert last <= 2 * first
