@@ -1,7 +1,7 @@
 """Environments and checks for the torchsmith monorepo.
 
     nox -s tests            every package and the cross-package tests/ in one environment
-    nox -s tests_isolated   each package alone, with only its declared dependencies
+    nox -s tests_isolated   each package alone, with only its declared dependencies, and its README
     nox -s tests_pythons    capture's tests and the conformance suite on Python 3.12 and 3.13
     nox -s zoo              every transformers architecture of tests/zoo (`tests` runs a fast subset)
     nox -s lint             ruff, and the layout rules of docs/architecture.md
@@ -34,6 +34,10 @@ OTHER_PYTHONS = ["3.12", "3.13"]
 TORCH = os.environ.get("TORCHSMITH_TORCH", "torch==2.13.0")
 RUFF = "ruff==0.17.6"
 DEMO_MODULE = "torchsmith.demo"
+# The example plug-in backend, installed as a wheel into the isolated environment that holds every
+# package (compile_api's) and used by name there.
+PLUGIN_EXAMPLE = "custom_codegen"
+PLUGIN_HOST = "compile_api"
 
 nox.options.default_venv_backend = "virtualenv"
 nox.options.reuse_venv = "yes"
@@ -119,7 +123,10 @@ def zoo(session: nox.Session) -> None:
 @nox.session
 @nox.parametrize("package", PACKAGES, ids=PACKAGES)
 def tests_isolated(session: nox.Session, package: str) -> None:
-    """One package built as a wheel and installed alone with its declared dependencies."""
+    """One package built as a wheel and installed alone with its declared dependencies: its tests,
+    then its README's example as a user of that package alone runs it. compile_api's environment,
+    which holds every stage, also takes examples/custom_codegen's wheel and runs its README, where
+    the plug-in backend is the fresh process's first torchsmith call, by name."""
     _install_torch(session)
     folders = _with_torchsmith_dependencies(package)
     # Local folders in one pip command: pip builds and installs wheels from them (every time, so a
@@ -128,12 +135,27 @@ def tests_isolated(session: nox.Session, package: str) -> None:
     if package == "inductor":
         session.install("triton==3.6.0")  # the Triton tests run in Triton's interpreter on CPU
     allowed = {_project(folder)["name"] for folder in folders}
+    if package == PLUGIN_HOST:
+        allowed.add(_example_project(PLUGIN_EXAMPLE)["name"])  # installed below, on an earlier run
     listing = session.run("python", "-m", "pip", "list", "--format=json", silent=True)
     names = {distribution["name"] for distribution in json.loads(listing)}
     stray = sorted(name for name in names if name.startswith("torchsmith") and name not in allowed)
     if stray:
         session.error(f"the environment for {package} also holds {stray}: rerun with --no-reuse-venv")
     session.run("pytest", f"packages/{package}/tests", *session.posargs)
+    # tests/doc_blocks.py needs only torch; each README runs in a fresh child, in a temporary folder,
+    # with a cache of its own so nothing a development checkout built is reused.
+    readme_env = {"TORCHSMITH_CACHE_DIR": os.path.join(session.create_tmp(), "readme-cache")}
+    session.run("python", "tests/doc_blocks.py", f"packages/{package}/README.md", env=readme_env)
+    if package == PLUGIN_HOST:
+        # Its declared dependencies are the torchsmith wheels already here: pip builds this wheel
+        # (hatchling) and installs it without fetching anything else.
+        session.install(str(ROOT / "examples" / PLUGIN_EXAMPLE))
+        session.run("python", "tests/doc_blocks.py", f"examples/{PLUGIN_EXAMPLE}/README.md", env=readme_env)
+
+
+def _example_project(example: str) -> dict:
+    return tomllib.loads((ROOT / "examples" / example / "pyproject.toml").read_text())["project"]
 
 
 @nox.session

@@ -26,6 +26,7 @@ import pathlib
 import re
 import sys
 import tempfile
+import time
 import traceback
 import warnings
 
@@ -150,6 +151,7 @@ def run_files_forked(paths: list[pathlib.Path]) -> list[dict]:
     """`run_file` for each path in a child forked from this process, in a temporary directory."""
     results = []
     for path in paths:
+        started = time.perf_counter()
         read_end, write_end = os.pipe()
         child = os.fork()
         if child == 0:  # the child: run, report as JSON through the pipe, leave without cleanup
@@ -177,7 +179,10 @@ def run_files_forked(paths: list[pathlib.Path]) -> list[dict]:
             results.append({"name": str(path), "status": "failed",
                             "detail": f"the process running the file's blocks died (exit status {code})"})
         else:
-            results.extend(json.loads(text))
+            report = json.loads(text)
+            for result in report:
+                result["file_seconds"] = round(time.perf_counter() - started, 2)
+            results.extend(report)
     return results
 
 
@@ -198,6 +203,8 @@ def main(argv: list[str]) -> int:
               + (f": {result['detail']}" if result["status"] in {"skipped", "not run"} else ""))
         if result["status"] == "failed":
             print(result["detail"])
+    seconds = {r["name"].rsplit(":", 1)[0]: r["file_seconds"] for r in results if "file_seconds" in r}
+    print("seconds per file: " + ", ".join(f"{name} {s:.1f}" for name, s in seconds.items()))
     if not results:
         print("no Python blocks in", ", ".join(argv))
         return 1
