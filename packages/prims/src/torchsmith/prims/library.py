@@ -68,7 +68,8 @@ def _conv_rule(x, weight, bias, stride, padding, dilation, transposed, output_pa
     tx, tw = tensor_arg(name, "the input", x), tensor_arg(name, "the weight", weight)
     types = [tx, tw] + ([tensor_arg(name, "the bias", bias)] if bias is not None else [])
     check_same_dtype(name, types)
-    check_dtype_class(name, tx.dtype, "inexact")
+    # integer convolutions run aten's kernel, which accumulates exactly in the integer dtype
+    check_dtype_class(name, tx.dtype, "numeric")
     spatial = tx.rank - 2
     params = [int_list(name, p) for p in (stride, padding, dilation, output_padding)]
     if spatial < 1 or tw.rank != tx.rank or any(len(p) != spatial for p in params):

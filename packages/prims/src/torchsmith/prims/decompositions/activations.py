@@ -3,7 +3,7 @@ write them so that results match: each formula runs in opmath and rounds once.""
 
 import math
 
-from torchsmith.prims.decompose import register_decomposition
+from torchsmith.prims.decompose import dtype_is_int, register_decomposition
 from torchsmith.prims.promotion import PromotionKind
 
 SQRT1_2 = 1 / math.sqrt(2)
@@ -94,6 +94,9 @@ def threshold_backward(e, grad, a, threshold):
 
 @register_decomposition("aten.hardtanh.default")
 def hardtanh(e, a, min_val=-1, max_val=1):
+    if dtype_is_int(e.type(a).dtype):
+        # an integer input keeps its dtype: eager truncates the bounds to integers (-1.5 -> -1)
+        min_val, max_val = int(min_val), int(max_val)
     return e.aten("aten.clamp.default", a, min_val, max_val)
 
 
@@ -156,4 +159,7 @@ def leaky_relu_backward(e, grad, a, negative_slope, self_is_result):
 
 @register_decomposition("aten.native_dropout_backward.default")
 def native_dropout_backward(e, grad, mask, scale):
-    return e.pointwise(lambda g, m: e.mul(e.mul(g, m), float(scale)), grad, e.to(mask, e.type(grad).dtype))
+    # the float scale takes part in promotion: an integer gradient gives a default-dtype result, as in eager
+    return e.pointwise(
+        lambda g, m, s: e.mul(e.mul(g, m), s), grad, e.to(mask, e.type(grad).dtype), float(scale)
+    )

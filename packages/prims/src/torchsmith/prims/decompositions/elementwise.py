@@ -95,21 +95,26 @@ def sigmoid(e, a):
 
 
 def _scaled(e, x, alpha):
-    return x if alpha == 1 else e.mul(x, alpha)
+    if alpha == 1:
+        return x
+    # a scalar `other` (the .Scalar overloads) is scaled now: prims take at least one tensor
+    return e.mul(x, alpha) if e.is_tensor(x) else x * alpha
 
 
+# alpha is positional in the .Scalar overloads' schemas (`add.Scalar(self, other, alpha=1)`), keyword-only
+# in the .Tensor ones: both spellings reach these functions.
 @register_decomposition("aten.add.Tensor", "aten.add.Scalar")
-def add(e, a, b, *, alpha=1):
+def add(e, a, b, alpha=1):
     return e.pointwise(lambda x, y: e.add(x, _scaled(e, y, alpha)), a, b)
 
 
 @register_decomposition("aten.sub.Tensor", "aten.sub.Scalar")
-def sub(e, a, b, *, alpha=1):
+def sub(e, a, b, alpha=1):
     return e.pointwise(lambda x, y: e.sub(x, _scaled(e, y, alpha)), a, b)
 
 
 @register_decomposition("aten.rsub.Tensor", "aten.rsub.Scalar")
-def rsub(e, a, b, *, alpha=1):
+def rsub(e, a, b, alpha=1):
     return e.pointwise(lambda x, y: e.sub(y, _scaled(e, x, alpha)), a, b)
 
 
