@@ -1,6 +1,7 @@
 """Run the fenced Python blocks of Markdown files, as a reader would paste them into a fresh Python.
 
-    python tests/doc_blocks.py README.md docs/how-to-add-a-prim.md     # exit status 1 if one fails
+    python tests/doc_blocks.py README.md docs/adding-a-prim.md     # exit status 1 if one fails
+    python tests/doc_blocks.py --preload=torchsmith --json=results.json README.md
 
 The blocks of one file run in order in one namespace (a later block may use what an earlier one
 defined, as the prose around them reads), in a fresh process per file (forked from one that has
@@ -20,6 +21,7 @@ nothing beyond the standard library and torch, so it runs in those environments 
 """
 
 import dataclasses
+import importlib
 import json
 import os
 import pathlib
@@ -190,10 +192,20 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0] in {"-h", "--help"}:
         print(__doc__)
         return 0 if argv else 2
-    json_out = None
-    if argv[0].startswith("--json="):
-        json_out, argv = argv[0].removeprefix("--json="), argv[1:]
-    import torch  # noqa: F401  (imported once here, so each forked child starts with it loaded)
+    json_out, preload = None, ["torch"]
+    while argv and argv[0].startswith("--"):
+        option, _, value = argv.pop(0).partition("=")
+        if option == "--json":
+            json_out = value
+        elif option == "--preload":
+            preload += [name for name in value.split(",") if name]
+        else:
+            print(f"unknown option {option}; see --help")
+            return 2
+    # Imported once here, so each forked child starts with them loaded (the children still register
+    # what their blocks define in their own copy of every table).
+    for module in preload:
+        importlib.import_module(module)
 
     results = run_files_forked([pathlib.Path(arg).resolve() for arg in argv])
     if json_out:
