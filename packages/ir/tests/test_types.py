@@ -165,3 +165,16 @@ def test_bad_type_texts(text, fragment):
     with pytest.raises(TypeParseError) as info:
         parse_type(text)
     assert fragment in str(info.value)
+
+
+@pytest.mark.parametrize("dtype, name", [(torch.uint16, "u16"), (torch.uint32, "u32"), (torch.uint64, "u64")])
+def test_unsigned_dtypes_have_short_names_and_survive_json(dtype, name):
+    from torchsmith.ir import GraphBuilder, dumps, loads
+    from torchsmith.ir.dtypes import dtype_name
+
+    assert dtype_name(dtype) == name
+    b = GraphBuilder("g")
+    x = b.input("x", f"{name}[3] cpu")
+    graph = b.build(x)
+    back = loads(dumps(graph))
+    assert back.inputs[0].type.dtype == dtype and str(back) == str(graph)

@@ -7,6 +7,9 @@ from torchsmith.ir.errors import TypeParseError
 DTYPE_BY_NAME: dict[str, torch.dtype] = {
     "b8": torch.bool,
     "u8": torch.uint8,
+    "u16": torch.uint16,
+    "u32": torch.uint32,
+    "u64": torch.uint64,
     "i8": torch.int8,
     "i16": torch.int16,
     "i32": torch.int32,
