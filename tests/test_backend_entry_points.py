@@ -31,6 +31,7 @@ ENTRY_POINTS = """
 [torchsmith.backends]
 probe = ts_probe_plugin:probe_backend
 probe_broken = ts_probe_missing_module:backend
+probe_not_callable = ts_probe_plugin:CALLS
 """
 
 # Runs in the child process: the first torchsmith call of the process compiles with the plug-in by
@@ -51,6 +52,10 @@ try:
     torchsmith.compile(f, backend="probe_broken")
 except BackendError as error:
     result["broken"] = str(error)
+try:
+    torchsmith.lookup_backend("probe_not_callable")
+except BackendError as error:
+    result["not_callable"] = str(error)
 result["known"] = torchsmith.list_backends()
 print(json.dumps(result))
 '''
@@ -83,3 +88,8 @@ def test_plugin_that_fails_to_load_names_its_distribution_and_the_error(child_re
     assert "'probe_broken'" in message
     assert f"{DISTRIBUTION} 0.3" in message
     assert "ModuleNotFoundError" in message and "ts_probe_missing_module" in message
+
+
+def test_plugin_entry_point_that_is_not_callable_is_refused_by_name(child_result):
+    message = child_result["not_callable"]
+    assert "'probe_not_callable'" in message and DISTRIBUTION in message and "not a callable" in message

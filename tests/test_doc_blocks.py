@@ -74,6 +74,7 @@ def test_collector_sees_the_documented_examples():
     names = {block.name.rsplit(":", 1)[0] for block in BLOCKS}
     # the pages the issue names; a parsing bug that finds no blocks must not pass quietly
     assert {"README.md", "docs/architecture.md", "examples/custom_codegen/README.md"} <= names
+    assert {"docs/writing-a-backend.md", "docs/adding-a-prim.md", "docs/running-a-stage-alone.md"} <= names
     assert {f"packages/{p}/README.md" for p in ("ir", "capture", "autograd_aot", "prims", "inductor",
                                                  "compile_api")} <= names
 
