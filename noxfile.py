@@ -144,7 +144,7 @@ def tests_isolated(session: nox.Session, package: str) -> None:
         session.error(f"the environment for {package} also holds {stray}: rerun with --no-reuse-venv")
     session.run("pytest", f"packages/{package}/tests", *session.posargs)
     # tests/doc_blocks.py needs only torch; each README runs in a fresh child, in a temporary folder,
-    # with a cache of its own so nothing a development checkout built is reused.
+    # with the compile cache inside this environment rather than the user's ~/.cache.
     readme_env = {"TORCHSMITH_CACHE_DIR": os.path.join(session.create_tmp(), "readme-cache")}
     session.run("python", "tests/doc_blocks.py", f"packages/{package}/README.md", env=readme_env)
     if package == PLUGIN_HOST:
