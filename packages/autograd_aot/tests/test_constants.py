@@ -33,3 +33,27 @@ def test_constants_match_eager_forward_and_backward():
     expected_grad, x.grad = x.grad, None
     sum(o.sum() for o in got).backward()
     torch.testing.assert_close(x.grad, expected_grad)
+
+
+def test_tensors_a_python_torch_function_makes_on_its_inputs_device_are_constants():
+    # torch.unravel_index builds its coefficients with torch.tensor(data, device=indices.device):
+    # on the tracer's meta inputs the data would be lost (data_constants.py)
+    b = GraphBuilder("unravel")
+    x = b.input("x", TensorType.make([2, 3], torch.int64))
+    rows, cols = b.op("torch.unravel_index", x, (4, 5))
+    graph = b.build(rows, cols)
+    traced = trace(graph, [torch.zeros(2, 3, dtype=torch.int64)], training=False)
+    constants = [list(n.args[0]) for n in traced.graph.nodes if n.op == "torch.tensor"]
+    assert [5, 1] in constants and [4, 5] in constants
+    x = torch.randint(0, 20, (2, 3))
+    for got, expected in zip(aot_eager(graph, [x])(x), torch.unravel_index(x, (4, 5))):
+        assert torch.equal(got, expected)
+
+
+def test_a_python_torch_function_calling_itself_in_its_body_is_traced_once():
+    # Tensor.unflatten's body calls the C method, which dispatches under the Python name again
+    b = GraphBuilder("unflatten")
+    x = b.input("x", TensorType.make([2, 6], torch.float32))
+    graph = b.build(b.op("torch.Tensor.unflatten", x, 1, (2, 3)))
+    x = torch.randn(2, 6)
+    torch.testing.assert_close(aot_eager(graph, [x])(x)[0], x.unflatten(1, (2, 3)))

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from torchsmith.autograd_aot.data_constants import MetaDataConstants
 from torchsmith.autograd_aot.device_dropout import device_dropout
 from torchsmith.autograd_aot.device_layouts import cpu_layouts, with_device_layout
 from torchsmith.autograd_aot.device_shapes import with_device_shapes
@@ -386,7 +387,8 @@ def trace(graph: Graph, example_inputs, *, training: bool, device: str | None = 
     layouts = cpu_layouts(recorder.device)
     dropout = device_dropout(recorder.device)
     grad_mode = torch.set_grad_enabled(training and torch.is_grad_enabled())
-    with grad_mode, keep_identity, recorder, attention, layouts, dropout:
+    data_constants = MetaDataConstants(recorder, MAX_CONSTANT_ELEMENTS)
+    with grad_mode, keep_identity, recorder, data_constants, attention, layouts, dropout:
         outputs = _run_torch_graph(graph, env, bindings, recorder)
         aliases = track_aliases(recorder.inputs, recorder.nodes)
         specs, bases = _output_specs(recorder, aliases, outputs, num_inputs)
