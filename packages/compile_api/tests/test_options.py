@@ -93,7 +93,7 @@ def test_backends_with_an_options_keyword_receive_the_resolved_dict():
     (options,) = backend.seen
     assert options == {"fallback": "eager", "max_autotune": True, "triton.cudagraphs": False,
                        "cpp.threads": 2, "check": False, "check.repro_dir": None,
-                       "cache.size_limit_mb": None, "mode": "max-autotune"}
+                       "ddp.split_at_buckets": True, "cache.size_limit_mb": None, "mode": "max-autotune"}
 
 
 def test_the_cache_size_limit_option_bounds_the_disk_caches(monkeypatch):

@@ -8,6 +8,7 @@ import torch
 
 from torchsmith.backends import resolve_backend
 from torchsmith.capture import CaptureSession, capture, reset_all
+from torchsmith.distributed import BucketSplitBackend, CompiledDDP, is_ddp
 from torchsmith.errors import InvalidOptionError
 from torchsmith.fallback import GuardedBackend, accepts_options
 from torchsmith.options import non_default_backend_keys, resolve_options
@@ -64,7 +65,13 @@ def compile(
             disable=disable,
         )
     guarded = GuardedBackend(backend_fn, name, resolved, _display_name(model))
-    result = capture(model, guarded, fullgraph=fullgraph, dynamic=dynamic)
+    # under DDP, graphs are cut at the gradient buckets (torchsmith.distributed); elsewhere a pass-through
+    splitting = BucketSplitBackend(guarded, resolved)
+    if is_ddp(model):  # DDP's forward runs natively around its compiled module
+        inner = capture(model.module, splitting, fullgraph=fullgraph, dynamic=dynamic)
+        result = CompiledDDP(model, inner, inner._session)
+    else:
+        result = capture(model, splitting, fullgraph=fullgraph, dynamic=dynamic)
     if resolved["check"]:  # options={"check": True} or TORCHSMITH_CHECK=1: see torchsmith.accuracy
         from torchsmith.accuracy.function_check import with_capture_check
 

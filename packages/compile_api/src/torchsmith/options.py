@@ -16,6 +16,9 @@ key                    default    meaning
                                   stage's result. ``TORCHSMITH_CHECK=1`` turns it on for every compile
 ``check.repro_dir``    None       where repro folders go (None: ``$TORCHSMITH_CHECK_DIR``, else a new
                                   temporary directory)
+``ddp.split_at_buckets`` True   under DistributedDataParallel, cut each graph at the gradient buckets
+                                  (torchsmith.distributed) so each bucket's all-reduce overlaps the rest of
+                                  the backward; False compiles each graph whole
 ``cache.size_limit_mb`` None      bound on the compile caches on disk, least recently used evicted first;
                                   process-wide (None: ``$TORCHSMITH_CACHE_SIZE_MB``, else 1024)
 =====================  =========  =====================================================================
@@ -57,6 +60,8 @@ OPTIONS: dict[str, OptionSpec] = {
     "check": OptionSpec(False, (bool,), "compare every stage's output with the previous stage's on the "
                         "call's real inputs (TORCHSMITH_CHECK=1 for every compile)"),
     "check.repro_dir": OptionSpec(None, (str, type(None)), "where the accuracy check writes repro folders"),
+    "ddp.split_at_buckets": OptionSpec(True, (bool,), "under DistributedDataParallel, cut each graph at the "
+                                       "gradient buckets so all-reduces overlap the backward"),
     "cache.size_limit_mb": OptionSpec(None, (int, float, type(None)), "bound on the compile caches on disk "
                                       "in MB, process-wide (None: $TORCHSMITH_CACHE_SIZE_MB, else 1024)"),
 }
@@ -69,7 +74,7 @@ MODES: dict[str, dict] = {
 }
 
 # Keys a backend without an `options` parameter may still be given: compile_api handles them itself.
-API_KEYS = frozenset({"fallback", "check", "check.repro_dir"})
+API_KEYS = frozenset({"fallback", "check", "check.repro_dir", "ddp.split_at_buckets"})
 
 
 def resolve_options(mode: str | None, options: dict | None) -> dict:

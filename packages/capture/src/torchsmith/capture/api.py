@@ -11,7 +11,7 @@ import weakref
 
 import torch
 
-from torchsmith.capture.dispatch import CaptureSession, bind
+from torchsmith.capture.dispatch import CaptureSession, bind, call_with_forward_hooks
 from torchsmith.capture.errors import CaptureError
 
 _SESSIONS: "weakref.WeakSet[CaptureSession]" = weakref.WeakSet()
@@ -75,16 +75,7 @@ class CapturedModule(torch.nn.Module):
         module = self._orig_mod
         if self._custom_call is not None:
             return self._custom_call(module, *args, **kwargs)
-        for hook in module._forward_pre_hooks.values():
-            result = hook(module, args)
-            if result is not None:
-                args = result if isinstance(result, tuple) else (result,)
-        output = self._forward(module, *args, **kwargs)
-        for hook in module._forward_hooks.values():
-            result = hook(module, args, output)
-            if result is not None:
-                output = result
-        return output
+        return call_with_forward_hooks(module, lambda *a, **k: self._forward(module, *a, **k), args, kwargs)
 
     forward = __call__
 
@@ -92,6 +83,9 @@ class CapturedModule(torch.nn.Module):
         return getattr(object.__getattribute__(self, "_orig_mod"), name)
 
     def __setattr__(self, name, value):
+        if name == "__class__":  # FSDP2's fully_shard subclasses the wrapper it was given, not the original
+            object.__setattr__(self, name, value)
+            return
         setattr(self._orig_mod, name, value)
 
     def __delattr__(self, name):
@@ -119,6 +113,14 @@ class CapturedModule(torch.nn.Module):
     def load_state_dict(self, *args, **kwargs):
         return self._orig_mod.load_state_dict(*args, **kwargs)
 
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        # Loading a parent (DDP(compiled), a model holding compiled blocks) reaches the wrapper as a
+        # child: its keys are the original's, under the wrapper's prefix.
+        assign = local_metadata.get("assign_to_params_buffers", False)
+        _load_module_tree(self._orig_mod, state_dict, prefix, assign, strict, missing_keys, unexpected_keys,
+                          error_msgs)
+
     def named_parameters(self, *args, **kwargs):
         return self._orig_mod.named_parameters(*args, **kwargs)
 
@@ -131,11 +133,20 @@ class CapturedModule(torch.nn.Module):
     def buffers(self, *args, **kwargs):
         return self._orig_mod.buffers(*args, **kwargs)
 
-    def named_modules(self, *args, **kwargs):
-        return self._orig_mod.named_modules(*args, **kwargs)
+    def named_modules(self, memo=None, prefix: str = "", remove_duplicate: bool = True):
+        if type(self) is not CapturedModule:
+            # fully_shard (or another composable API) made the wrapper its module: it holds that API's
+            # state and hooks, which the API finds by walking the modules, so the walk includes it
+            memo = set() if memo is None else memo
+            if self not in memo:
+                if remove_duplicate:
+                    memo.add(self)
+                yield prefix, self
+        yield from self._orig_mod.named_modules(memo, prefix, remove_duplicate)
 
     def modules(self):
-        return self._orig_mod.modules()
+        for _, module in self.named_modules():
+            yield module
 
     def children(self):
         return self._orig_mod.children()
@@ -189,6 +200,19 @@ class CapturedModule(torch.nn.Module):
 
     def register_forward_pre_hook(self, *args, **kwargs):
         return self._orig_mod.register_forward_pre_hook(*args, **kwargs)
+
+
+def _load_module_tree(module, state_dict, prefix, assign, strict, missing, unexpected, errors):
+    """`module` and its descendants load their entries of `state_dict` under `prefix`, as
+    `nn.Module.load_state_dict` loads each module of a tree."""
+    metadata = dict(getattr(state_dict, "_metadata", {}).get(prefix[:-1], {}))
+    if assign:
+        metadata["assign_to_params_buffers"] = assign
+    module._load_from_state_dict(state_dict, prefix, metadata, strict, missing, unexpected, errors)
+    for name, child in module._modules.items():
+        if child is not None:
+            child_prefix = f"{prefix}{name}."
+            _load_module_tree(child, state_dict, child_prefix, assign, strict, missing, unexpected, errors)
 
 
 def _without_self(fn):

@@ -297,9 +297,13 @@ class CaptureSession:
             and type(fn).__call__ is torch.nn.Module.__call__
             and "forward" not in fn.__dict__
             and not _is_library(type(fn).forward)
-            and not _has_hooks(fn)
         ):
-            return self.call_function(type(fn).forward, (fn, *args), kwargs)
+            if not _has_hooks(fn):
+                return self.call_function(type(fn).forward, (fn, *args), kwargs)
+            if not _has_backward_or_global_hooks(fn):
+                # forward hooks (FSDP2's, with keywords) run natively around the captured forward
+                forward = lambda *a, **k: self.call_function(type(fn).forward, (fn, *a), k)
+                return call_with_forward_hooks(fn, forward, args, kwargs)
         return fn(*args, **kwargs)
 
     def call_function(self, fn: types.FunctionType, args: tuple, kwargs: dict):
@@ -322,6 +326,38 @@ def _is_library(fn) -> bool:
 
 def _has_hooks(module) -> bool:
     return bool(module._forward_hooks or module._forward_pre_hooks)
+
+
+def _has_backward_or_global_hooks(module) -> bool:
+    hooks = torch.nn.modules.module
+    return bool(
+        module._backward_hooks or getattr(module, "_backward_pre_hooks", None)
+        or hooks._global_forward_hooks or hooks._global_forward_pre_hooks or hooks._global_backward_hooks
+        or getattr(hooks, "_global_backward_pre_hooks", None)
+    )
+
+
+def call_with_forward_hooks(module, forward, args: tuple, kwargs: dict):
+    """`module(*args, **kwargs)` as `nn.Module.__call__` runs it with forward (pre-)hooks, keyword
+    hooks included, calling `forward(*args, **kwargs)` in place of the module's own forward."""
+    for key, hook in module._forward_pre_hooks.items():
+        if key in module._forward_pre_hooks_with_kwargs:
+            result = hook(module, args, kwargs)
+            if result is not None:
+                args, kwargs = result
+        else:
+            result = hook(module, args)
+            if result is not None:
+                args = result if isinstance(result, tuple) else (result,)
+    output = forward(*args, **kwargs)
+    for key, hook in module._forward_hooks.items():
+        if key in module._forward_hooks_with_kwargs:
+            result = hook(module, args, kwargs, output)
+        else:
+            result = hook(module, args, output)
+        if result is not None:
+            output = result
+    return output
 
 
 _SIMPLE_SIGNATURES: dict[types.CodeType, tuple] = {}

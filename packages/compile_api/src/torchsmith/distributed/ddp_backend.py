@@ -1,0 +1,79 @@
+"""The backend capture calls: under DDP, each graph is cut at the gradient buckets and compiled in pieces.
+
+`BucketSplitBackend` sits between capture and compile_api's guarded backend. A graph compiled while a
+`DistributedDataParallel` forward runs (DDP marks itself active around its module's call, for
+`DDP(torchsmith.compile(model))` and `torchsmith.compile(DDP(model))` alike) is cut where
+`plan.plan_split` says, and each piece goes to the guarded backend on its own: each piece keeps its
+own stage fallback, and its backward is a separate autograd node, so DDP's reducer sees the
+gradients of a bucket, and starts its all-reduce, while the backward of earlier pieces still runs.
+With `options={"ddp.split_at_buckets": False}`, or outside DDP, graphs are compiled whole.
+"""
+
+import logging
+
+import torch
+
+from torchsmith.distributed.plan import plan_split
+from torchsmith.distributed.split import Piece, split_graph, unbound_symbols
+from torchsmith.ir import Graph
+from torchsmith.ir.events import emit
+
+log = logging.getLogger("torchsmith.distributed")
+
+
+def active_ddp_module():
+    """The DistributedDataParallel whose forward is running, or None."""
+    if not torch.distributed.is_available():
+        return None
+    from torch.nn.parallel import DistributedDataParallel
+
+    getter = getattr(DistributedDataParallel, "_get_active_ddp_module", None)
+    return getter() if getter is not None else None
+
+
+class BucketSplitBackend:
+    """Called by capture as `backend(graph, example_inputs)`; see the module docstring."""
+
+    def __init__(self, backend, options: dict):
+        self.backend = backend
+        self.enabled = options.get("ddp.split_at_buckets", True)
+
+    def __call__(self, graph: Graph, example_inputs):
+        ddp = active_ddp_module() if self.enabled else None
+        if ddp is None:
+            return self.backend(graph, example_inputs)
+        plan = plan_split(graph, example_inputs, ddp)
+        if not plan.cuts:
+            log.info("%s: compiled whole", plan.describe(graph))
+            return self.backend(graph, example_inputs)
+        pieces = split_graph(graph, list(plan.cuts))
+        unbound = [(p.graph.name, sorted(unbound_symbols(p))) for p in pieces if unbound_symbols(p)]
+        if unbound:
+            log.info("graph %s compiled whole, not at its DDP buckets: piece %s uses sizes %s that its "
+                     "inputs do not bind", graph.name, unbound[0][0], ", ".join(unbound[0][1]))
+            return self.backend(graph, example_inputs)
+        log.info("%s", plan.describe(graph))
+        emit("compile_api", "ddp_split", graph=graph, cuts=plan.cuts, buckets=plan.buckets,
+             pieces=[p.graph for p in pieces])
+        return PiecewiseCall(self.backend, graph, pieces)
+
+
+class PiecewiseCall:
+    """Runs the pieces of one graph in order, each compiled by the backend on its first call (with
+    that call's values, which are the graph's example inputs and what earlier pieces made of them)."""
+
+    def __init__(self, backend, graph: Graph, pieces: list[Piece]):
+        self.backend, self.graph, self.pieces = backend, graph, pieces
+        self.input_names = [v.name for v in graph.inputs]
+        self.output_names = [v.name for v in graph.outputs]
+        self.compiled = [None] * len(pieces)
+
+    def __call__(self, *args):
+        env = dict(zip(self.input_names, args))
+        for k, piece in enumerate(self.pieces):
+            piece_args = [env[name] for name in piece.reads]
+            run = self.compiled[k]
+            if run is None:
+                run = self.compiled[k] = self.backend(piece.graph, piece_args)
+            env.update(zip(piece.writes, run(*piece_args)))
+        return [env[name] for name in self.output_names]

@@ -1,0 +1,74 @@
+"""Where to cut a captured graph so each DDP bucket's gradients come out of their own backward piece.
+
+A parameter's gradient is complete once the backward of every piece that uses it has run; pieces run
+their backward last to first, so it is complete after the backward of the piece holding its first
+use. A bucket is ready when all its parameters are: after the backward of the piece holding the
+earliest first use among them. Cutting the graph at that node, for every bucket but the one read
+first (the first piece completes it), gives each bucket a piece whose backward completes it while the
+pieces in front of it are still to run. A cut that is not
+safe (`split.safe_cuts`) moves to the nearest safe position in front of it, which still completes
+the bucket no later than the piece's backward.
+"""
+
+from dataclasses import dataclass
+
+import torch
+
+from torchsmith.distributed.buckets import BucketLimits, bucket_assignment, reduced_parameters
+from torchsmith.distributed.split import safe_cuts
+from torchsmith.ir import Graph
+
+
+@dataclass(frozen=True, slots=True)
+class SplitPlan:
+    """The cuts for one graph, and the buckets they come from (graph input names, bucket 0 first)."""
+
+    cuts: tuple[int, ...]
+    buckets: tuple[tuple[str, ...], ...]
+    wanted: tuple[int, ...]  # each bucket's ready position, before moving to a safe cut
+
+    def describe(self, graph: Graph) -> str:
+        """One line for the logs: buckets, cuts, and why a wanted cut moved or went."""
+        moved = [w for w in self.wanted if w > 0 and w not in self.cuts]
+        text = (f"graph {graph.name}: {len(self.buckets)} DDP bucket(s) over {len(graph.nodes)} nodes -> "
+                f"{len(self.cuts) + 1} piece(s), cut before nodes {list(self.cuts)}")
+        if moved:
+            text += f" (bucket boundaries at {moved} are not safe cuts: moved earlier or dropped)"
+        return text
+
+
+def first_uses(graph: Graph) -> dict[str, int]:
+    """The index of the first node reading each graph input that some node reads."""
+    names = {v.name for v in graph.inputs}
+    found: dict[str, int] = {}
+    for i, node in enumerate(graph.nodes):
+        for v in node.inputs:
+            if v.name in names:
+                found.setdefault(v.name, i)
+    return found
+
+
+def plan_split(graph: Graph, example_inputs, ddp: torch.nn.Module) -> SplitPlan:
+    """Cuts that put each of `ddp`'s buckets (restricted to the parameters this graph reads) at the
+    end of its own backward piece."""
+    reduced = {id(p) for p in reduced_parameters(ddp)}
+    uses = first_uses(graph)
+    params = [
+        (uses[v.name], i, v.name) for i, (v, x) in enumerate(zip(graph.inputs, example_inputs))
+        if id(x) in reduced and v.name in uses
+    ]
+    # gradients become ready last use first; of two parameters first read by one node, the later
+    # argument's first (a linear layer's bias before its weight), as eager's backward produces them
+    params.sort(key=lambda t: (-t[0], -t[1]))
+    buckets = bucket_assignment([example_inputs[i] for _, i, _ in params], BucketLimits.of(ddp))
+    wanted = sorted({min(params[k][0] for k in bucket) for bucket in buckets})
+    # the bucket read first is completed by the first piece whatever it starts with: no cut for it
+    wanted = wanted[1:]
+    safe = safe_cuts(graph)
+    cuts: set[int] = set()
+    for w in wanted:
+        candidates = [p for p in safe if p <= w]
+        if candidates:
+            cuts.add(candidates[-1])
+    named = tuple(tuple(params[k][2] for k in bucket) for bucket in buckets)
+    return SplitPlan(tuple(sorted(cuts)), named, tuple(wanted))

@@ -1,0 +1,88 @@
+"""Compiled models under DistributedDataParallel (2 processes, gloo): equal to eager DDP, overlapped.
+
+`DDP(torchsmith.compile(model))` and `torchsmith.compile(DDP(model))` train three SGD steps with the
+losses, gradients and parameters of eager DDP, with each graph cut at DDP's gradient buckets; the
+all-reduce of a bucket starts before the backward of the pieces in front of it runs; state_dict keys
+are eager's. The inductor runs the MLP here; GPT-2 and BERT use aot_eager (the same cut graphs and
+autograd.Functions, without C++ builds) unless TORCHSMITH_DISTRIBUTED=full.
+"""
+
+import os
+import pathlib
+import sys
+
+import pytest
+import torch
+
+if not torch.distributed.is_available():
+    pytest.skip("torch.distributed is not available", allow_module_level=True)
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+
+from harness import run_ranks  # noqa: E402
+
+FULL = os.environ.get("TORCHSMITH_DISTRIBUTED") == "full"
+RUNS = (("ddp_of_compiled", True), ("compiled_ddp", True))
+
+
+def assert_close_to_eager(eager: dict, got: dict, what: str):
+    for step, (a, b) in enumerate(zip(eager["losses"], got["losses"])):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6, msg=f"{what}: loss of step {step}")
+    for step, (ga, gb) in enumerate(zip(eager["grads"], got["grads"])):
+        for i, (a, b) in enumerate(zip(ga, gb)):
+            torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6, msg=f"{what}: grad {i} of step {step}")
+    for i, (a, b) in enumerate(zip(eager["params"], got["params"])):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6, msg=f"{what}: final parameter {i}")
+
+
+def _cases():
+    # the MLP also runs unsplit (ddp.split_at_buckets=False), in the same processes
+    yield pytest.param("mlp", "inductor", RUNS + (("ddp_of_compiled", False), ("compiled_ddp", False)),
+                       id="mlp-inductor")
+    for name in ("gpt2", "bert"):
+        yield pytest.param(name, "aot_eager", RUNS, id=f"{name}-aot_eager")
+        yield pytest.param(name, "inductor", RUNS, id=f"{name}-inductor",
+                           marks=pytest.mark.skipif(not FULL, reason="TORCHSMITH_DISTRIBUTED=full"))
+
+
+@pytest.mark.parametrize(("name", "backend", "runs"), list(_cases()))
+def test_ddp_equals_eager(name, backend, runs):
+    if name != "mlp":
+        pytest.importorskip("transformers")
+    ranks = run_ranks("ddp_scenarios", "equal_to_eager", name=name, backend=backend, runs=runs)
+    for rank, result in enumerate(ranks):
+        for how, split in runs:
+            got = result[f"{how}/{split}"]
+            what = f"rank {rank}, {how}, {name}, split={split}"
+            assert_close_to_eager(result["eager"], got, what)
+            if split:
+                assert got["pieces"] and max(got["pieces"]) > 1, f"{what}: no graph was cut at the buckets"
+            else:
+                assert got["pieces"] == [], f"{what}: ddp.split_at_buckets=False still cut the graph"
+            assert got["keys"] == result["eager_keys"], f"{what}: state_dict keys differ from eager DDP's"
+            assert got["loaded_equal"], f"{what}: eager DDP's checkpoint did not load back equal"
+    # the ranks' parameters stay equal: the gradients were all-reduced
+    for a, b in zip(ranks[0]["ddp_of_compiled/True"]["params"], ranks[1]["ddp_of_compiled/True"]["params"]):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def _positions(events, kind):
+    return [i for i, (k, _) in enumerate(events) if k == kind]
+
+
+@pytest.mark.parametrize("name", [
+    "mlp", pytest.param("gpt2", marks=pytest.mark.skipif(not FULL, reason="TORCHSMITH_DISTRIBUTED=full")),
+])
+def test_allreduce_starts_before_the_last_backward_piece(name):
+    if name != "mlp":
+        pytest.importorskip("transformers")
+    result = run_ranks("ddp_scenarios", "allreduce_order", name=name)[0]
+    split, whole = result[True], result[False]
+    backwards, allreduces = _positions(split["events"], "backward"), _positions(split["events"], "allreduce")
+    assert len(backwards) > 1 and allreduces, split["events"]
+    assert allreduces[0] < backwards[-1], f"no all-reduce started before the last backward piece: {split}"
+    # every bucket's all-reduce is launched, in bucket order
+    assert [split["events"][i][1] for i in allreduces] == list(range(len(split["buckets"])))
+    # unsplit: one backward, and every all-reduce after it
+    backwards, allreduces = _positions(whole["events"], "backward"), _positions(whole["events"], "allreduce")
+    assert len(backwards) == 1 and allreduces and min(allreduces) > backwards[0], whole["events"]

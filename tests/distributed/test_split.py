@@ -1,0 +1,104 @@
+"""The graph split behind the DDP bucket cut, in one process: pieces run equal to the whole graph,
+unsafe cuts are refused, and the plan follows DDP's bucket limits."""
+
+import pathlib
+import sys
+
+import pytest
+import torch
+
+import torchsmith
+from torchsmith.distributed import PiecewiseCall, safe_cuts, split_graph
+from torchsmith.distributed.plan import plan_split
+from torchsmith.ir import compile_to_python
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+
+from models import MLP  # noqa: E402
+
+
+def captured_graph(fn, *args):
+    graphs = []
+
+    def keep(graph, example_inputs):
+        graphs.append((graph, list(example_inputs)))
+        return torchsmith.lookup_backend("eager")(graph, example_inputs)
+
+    torchsmith.compile(fn, backend=keep)(*args)
+    (found,) = graphs
+    return found
+
+
+def test_pieces_compute_the_whole_graph_with_its_gradients():
+    torch.manual_seed(0)
+    model = MLP()
+    x = torch.randn(4, 8)
+    graph, inputs = captured_graph(model, x)
+    cuts = safe_cuts(graph)
+    assert cuts == list(range(1, len(graph.nodes)))  # nothing in an MLP refuses a cut
+    runner = PiecewiseCall(torchsmith.lookup_backend("aot_eager"), graph, split_graph(graph, cuts))
+    (out,) = runner(*inputs)
+    out.sum().backward()
+    got = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    expected = model(x)
+    expected.sum().backward()
+    torch.testing.assert_close(out, expected)
+    for a, b in zip(got, (p.grad for p in model.parameters())):
+        torch.testing.assert_close(a, b)
+
+
+def test_no_cut_between_a_value_and_an_in_place_write_to_it():
+    def f(x, w):
+        h = x @ w
+        g = h * 2
+        h.add_(1)  # written after g was computed from it
+        return g + h
+
+    x, w = torch.randn(3, 3), torch.randn(3, 3, requires_grad=True)
+    graph, inputs = captured_graph(f, x, w)
+    write = next(i for i, n in enumerate(graph.nodes) if n.op.endswith("add_"))
+    matmul = next(i for i, n in enumerate(graph.nodes) if "matmul" in n.op)
+    cuts = safe_cuts(graph)
+    assert not any(matmul < p <= write for p in cuts), (cuts, str(graph))
+    pieces = split_graph(graph, cuts)
+    got = PiecewiseCall(torchsmith.lookup_backend("eager"), graph, pieces)(*inputs)
+    torch.testing.assert_close(got, list(compile_to_python(graph)(*inputs)))
+
+
+def test_no_cut_inside_a_no_grad_region():
+    def f(x, w):
+        y = x @ w
+        with torch.no_grad():
+            s = y.abs()
+            s = s + 1
+        return y * s
+
+    graph, _ = captured_graph(f, torch.randn(3, 3), torch.randn(3, 3, requires_grad=True))
+    modes = [i for i, n in enumerate(graph.nodes) if n.op == "torch._C._set_grad_enabled"]
+    assert len(modes) >= 2
+    assert not any(modes[0] < p <= modes[-1] for p in safe_cuts(graph))
+
+
+class FakeDDP:
+    """What plan_split reads from a DistributedDataParallel: its module and bucket limits."""
+
+    def __init__(self, module, cap_bytes):
+        self.module = module
+        self.parameters_to_ignore = ()
+        self._bucket_config = type("Config", (), {"per_bucket_bytes_caps": (), "first_bucket_bytes_cap": cap_bytes,
+                                                 "bucket_bytes_cap": cap_bytes})()
+
+
+@pytest.mark.skipif(not torch.distributed.is_available(), reason="torch.distributed is not available")
+@pytest.mark.parametrize(("cap", "pieces"), [(10**9, 1), (520, 3)])
+def test_the_plan_cuts_where_each_bucket_completes(cap, pieces):
+    torch.manual_seed(0)
+    model = MLP()
+    graph, inputs = captured_graph(model, torch.randn(4, 8))
+    plan = plan_split(graph, inputs, FakeDDP(model, cap))
+    assert len(plan.cuts) + 1 == pieces, plan
+    # bucket 0 holds the head, whose gradients are ready first; every parameter is in one bucket
+    assert "head" in plan.buckets[0][0]
+    assert sorted(n for b in plan.buckets for n in b) == sorted(
+        v.name for v, x in zip(graph.inputs, inputs) if isinstance(x, torch.nn.Parameter))
