@@ -1,5 +1,6 @@
-"""Torch functions answered at capture time from a tensor's type (`torch.is_signed`), and factories
-without tensor arguments (`torch.empty_permuted`) recorded in the graph, compared with eager."""
+"""Torch functions answered at capture time from a tensor's type (`torch.is_signed`), tensor attributes
+that are views (`x.H`, `x.mH`), and factories without tensor arguments (`torch.empty_permuted`)
+recorded in the graph, compared with eager."""
 
 import torch
 
@@ -24,3 +25,14 @@ def test_empty_permuted_is_recorded_as_a_factory(compile_with, backend):
     torch.testing.assert_close(out, f(x))
     assert out.stride() == f(x).stride()
     assert len(backend.graphs) == 1
+
+
+def test_conjugate_transposes_of_real_and_complex_tensors(compile_with, backend):
+    def f(x, m):
+        return x.H * 2, m.mH + 1, x.mT
+
+    compiled = compile_with(f, fullgraph=True)
+    for dtype in (torch.float32, torch.complex64):
+        x, m = torch.randn(3, 4, dtype=dtype), torch.randn(2, 3, 4, dtype=dtype)
+        for got, expected in zip(compiled(x, m), f(x, m)):
+            torch.testing.assert_close(got.resolve_conj(), expected.resolve_conj())

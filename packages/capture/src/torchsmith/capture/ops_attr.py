@@ -240,11 +240,19 @@ class AttributeOps:
                 return self.call_tensor_method(
                     tensor, "permute", [ConstVar(tuple(reversed(range(len(t.shape)))))], {}
                 )
-            if name == "mT":
-                return self.call_tensor_method(tensor, "transpose", [ConstVar(-2), ConstVar(-1)], {})
             if name in ("real", "imag"):
                 return self.record(f"torch.{name}", getattr(torch, name), [tensor], {})
-            raise Unsupported(f"Tensor.{name}")
+            if name == "H" and len(t.shape) not in (0, 2):
+                raise Unsupported(f"Tensor.H of a {len(t.shape)}-d tensor (eager raises: it takes matrices)")
+            if name == "mT" or name == "mH":
+                view = self.call_tensor_method(tensor, "transpose", [ConstVar(-2), ConstVar(-1)], {})
+            else:  # H: the transpose of a matrix (a 0-d tensor is itself)
+                view = self.call_tensor_method(
+                    tensor, "permute", [ConstVar(tuple(reversed(range(len(t.shape)))))], {}
+                )
+            if name == "mT" or not t.dtype.is_complex:  # the conjugate transposes of real tensors
+                return view
+            return self.call_tensor_method(view, "conj", [], {})
         if name == "data":
             return self.call_tensor_method(tensor, "detach", [], {})
         if name in ("grad", "grad_fn", "_version", "_base"):
