@@ -26,6 +26,17 @@ def run_ranks(module: str, scenario: str, world_size: int = WORLD_SIZE, **kwargs
         return [torch.load(pathlib.Path(tmp) / f"rank{r}.pt", weights_only=False) for r in range(world_size)]
 
 
+def run_many(module: str, calls: dict, world_size: int = WORLD_SIZE) -> list[dict]:
+    """Several scenarios of `module` in one set of processes (one start-up, not one per scenario):
+    `calls` maps a key to (scenario, kwargs); each rank's result maps the key to what it returned."""
+    return run_ranks("harness", "_run_calls", world_size, scenarios=module, calls=calls)
+
+
+def _run_calls(rank, world_size, scenarios: str, calls: dict) -> dict:
+    found = importlib.import_module(scenarios)
+    return {key: getattr(found, name)(rank, world_size, **kwargs) for key, (name, kwargs) in calls.items()}
+
+
 def _entry(rank, world_size, init_file, out_dir, module, scenario, kwargs):
     os.environ["OMP_NUM_THREADS"] = "1"
     torch.set_num_threads(1)  # ranks share the machine's cores

@@ -19,7 +19,7 @@ if not torch.distributed.is_available():
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
-from harness import run_ranks  # noqa: E402
+from harness import run_many  # noqa: E402
 
 FULL = os.environ.get("TORCHSMITH_DISTRIBUTED") == "full"
 RUNS = (("ddp_of_compiled", True), ("compiled_ddp", True))
@@ -35,25 +35,40 @@ def assert_close_to_eager(eager: dict, got: dict, what: str):
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6, msg=f"{what}: final parameter {i}")
 
 
-def _cases():
-    # the MLP also runs unsplit (ddp.split_at_buckets=False), in the same processes
-    yield pytest.param("mlp", "inductor", RUNS + (("ddp_of_compiled", False), ("compiled_ddp", False)),
-                       id="mlp-inductor")
-    for name in ("gpt2", "bert"):
-        yield pytest.param(name, "aot_eager", RUNS, id=f"{name}-aot_eager")
-        yield pytest.param(name, "inductor", RUNS, id=f"{name}-inductor",
-                           marks=pytest.mark.skipif(not FULL, reason="TORCHSMITH_DISTRIBUTED=full"))
+# (model, backend, runs); the MLP also runs unsplit (ddp.split_at_buckets=False)
+CASES = {
+    "mlp-inductor": ("mlp", "inductor", RUNS + (("ddp_of_compiled", False), ("compiled_ddp", False))),
+    "gpt2-aot_eager": ("gpt2", "aot_eager", RUNS),
+    "bert-aot_eager": ("bert", "aot_eager", RUNS),
+}
+SLOW_CASES = {"gpt2-inductor": ("gpt2", "inductor", RUNS), "bert-inductor": ("bert", "inductor", RUNS)}
+OVERLAP = ["mlp"] + (["gpt2"] if FULL else [])
 
 
-@pytest.mark.parametrize(("name", "backend", "runs"), list(_cases()))
-def test_ddp_equals_eager(name, backend, runs):
-    if name != "mlp":
-        pytest.importorskip("transformers")
-    ranks = run_ranks("ddp_scenarios", "equal_to_eager", name=name, backend=backend, runs=runs)
-    for rank, result in enumerate(ranks):
+@pytest.fixture(scope="module")
+def ranks():
+    """Every scenario of this file in one set of 2 processes (each start-up costs seconds)."""
+    pytest.importorskip("transformers")
+    cases = {**CASES, **(SLOW_CASES if FULL else {})}
+    calls = {key: ("equal_to_eager", dict(name=n, backend=b, runs=r)) for key, (n, b, r) in cases.items()}
+    calls.update({f"overlap-{name}": ("allreduce_order", {"name": name}) for name in OVERLAP})
+    return run_many("ddp_scenarios", calls)
+
+
+def _case_ids():
+    yield from CASES
+    for key in SLOW_CASES:
+        yield pytest.param(key, marks=pytest.mark.skipif(not FULL, reason="TORCHSMITH_DISTRIBUTED=full"))
+
+
+@pytest.mark.parametrize("case", list(_case_ids()))
+def test_ddp_equals_eager(ranks, case):
+    name, _, runs = {**CASES, **SLOW_CASES}[case]
+    for rank, all_results in enumerate(ranks):
+        result = all_results[case]
         for how, split in runs:
             got = result[f"{how}/{split}"]
-            what = f"rank {rank}, {how}, {name}, split={split}"
+            what = f"rank {rank}, {how}, {case}, split={split}"
             assert_close_to_eager(result["eager"], got, what)
             if split:
                 assert got["pieces"] and max(got["pieces"]) > 1, f"{what}: no graph was cut at the buckets"
@@ -62,7 +77,8 @@ def test_ddp_equals_eager(name, backend, runs):
             assert got["keys"] == result["eager_keys"], f"{what}: state_dict keys differ from eager DDP's"
             assert got["loaded_equal"], f"{what}: eager DDP's checkpoint did not load back equal"
     # the ranks' parameters stay equal: the gradients were all-reduced
-    for a, b in zip(ranks[0]["ddp_of_compiled/True"]["params"], ranks[1]["ddp_of_compiled/True"]["params"]):
+    first, second = (r[case]["ddp_of_compiled/True"]["params"] for r in ranks[:2])
+    for a, b in zip(first, second):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
@@ -73,10 +89,8 @@ def _positions(events, kind):
 @pytest.mark.parametrize("name", [
     "mlp", pytest.param("gpt2", marks=pytest.mark.skipif(not FULL, reason="TORCHSMITH_DISTRIBUTED=full")),
 ])
-def test_allreduce_starts_before_the_last_backward_piece(name):
-    if name != "mlp":
-        pytest.importorskip("transformers")
-    result = run_ranks("ddp_scenarios", "allreduce_order", name=name)[0]
+def test_allreduce_starts_before_the_last_backward_piece(ranks, name):
+    result = ranks[0][f"overlap-{name}"]
     split, whole = result[True], result[False]
     backwards, allreduces = _positions(split["events"], "backward"), _positions(split["events"], "allreduce")
     assert len(backwards) > 1 and allreduces, split["events"]

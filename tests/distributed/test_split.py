@@ -86,8 +86,9 @@ class FakeDDP:
     def __init__(self, module, cap_bytes):
         self.module = module
         self.parameters_to_ignore = ()
-        self._bucket_config = type("Config", (), {"per_bucket_bytes_caps": (), "first_bucket_bytes_cap": cap_bytes,
-                                                 "bucket_bytes_cap": cap_bytes})()
+        limits = {"per_bucket_bytes_caps": (), "first_bucket_bytes_cap": cap_bytes,
+                  "bucket_bytes_cap": cap_bytes}
+        self._bucket_config = type("Config", (), limits)()
 
 
 @pytest.mark.skipif(not torch.distributed.is_available(), reason="torch.distributed is not available")
