@@ -13,7 +13,8 @@ def _check(graph, inputs):
     assert all(node.dialect == "prims" for node in decomposed.nodes), decomposed.ops()
     for got, expected in zip(interpret(decomposed, *inputs), interpret(graph, *inputs)):
         assert got.dtype == expected.dtype
-        torch.testing.assert_close(got, expected, rtol=0, atol=0)
+        exact = not got.dtype.is_floating_point  # floats may round once more or less than eager
+        torch.testing.assert_close(got, expected, **({"rtol": 0, "atol": 0} if exact else {}))
     return decomposed
 
 
