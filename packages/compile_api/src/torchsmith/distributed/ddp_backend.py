@@ -42,11 +42,16 @@ class BucketSplitBackend:
         ddp = active_ddp_module() if self.enabled else None
         if ddp is None:
             return self.backend(graph, example_inputs)
-        plan = plan_split(graph, example_inputs, ddp)
+        try:
+            plan = plan_split(graph, example_inputs, ddp)
+            pieces = split_graph(graph, list(plan.cuts)) if plan.cuts else []
+        except Exception as error:  # the whole graph is still right, only without the overlap
+            log.warning("graph %s compiled whole, not cut at its DDP buckets: planning the cut failed with "
+                        "%s: %s", graph.name, type(error).__name__, error)
+            return self.backend(graph, example_inputs)
         if not plan.cuts:
             log.info("%s: compiled whole", plan.describe(graph))
             return self.backend(graph, example_inputs)
-        pieces = split_graph(graph, list(plan.cuts))
         unbound = [(p.graph.name, sorted(unbound_symbols(p))) for p in pieces if unbound_symbols(p)]
         if unbound:
             log.info("graph %s compiled whole, not at its DDP buckets: piece %s uses sizes %s that its "

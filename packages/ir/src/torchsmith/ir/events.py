@@ -19,6 +19,8 @@ The events the stages emit (payload keys in brackets):
                        without the backend call)
 - `compile_api/fallback` a stage failed on a graph [graph, stage, op, source, reason, when,
                        action: "eager" | "raise"]
+- `compile_api/ddp_split` a graph compiled under DDP cut at its gradient buckets [graph, cuts, buckets
+                       (graph input names, bucket 0 first), pieces (their graphs)]
 """
 
 from collections.abc import Callable, Iterator

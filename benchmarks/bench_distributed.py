@@ -1,0 +1,211 @@
+"""Training step time under DDP and FSDP2: eager, torch.compile and torchsmith, gloo, 2 ranks on CPU.
+
+    python benchmarks/bench_distributed.py            # results/distributed.{md,json}, a few minutes
+    python benchmarks/bench_distributed.py --quick    # tiny models and few steps, writes nothing
+
+Two processes (gloo, `torch.multiprocessing` spawn, one torch thread each) build every configuration
+of a model: DDP and FSDP2 (each block `fully_shard`ed, then the root), each eager, under
+`torch.compile` (DDPOptimizer for DDP; blocks sharded then the model compiled for FSDP) and under
+`torchsmith.compile` (inductor; for DDP also with `ddp.split_at_buckets` off). The first step of
+each is timed alone (compile + run); then the configurations take turns, `--steps` SGD steps each
+per round, and a configuration's step time is the median over rounds of rank 0's time per step
+(ranks meet at a barrier before every round). DDP's buckets are capped at `--bucket-mb` so these
+small models span several buckets, as large ones do at DDP's default 25 MB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import sys
+import tempfile
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+from common import RESULTS, machine, short_error  # noqa: E402
+
+WORLD_SIZE = 2
+
+
+class Block(torch.nn.Module):
+    def __init__(self, width: int):
+        super().__init__()
+        self.lin = torch.nn.Linear(width, width)
+
+    def forward(self, x):
+        return torch.nn.functional.gelu(self.lin(x)) + x
+
+
+class MLP(torch.nn.Module):
+    def __init__(self, width: int, depth: int):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList([Block(width) for _ in range(depth)])
+        self.head = torch.nn.Linear(width, 16)
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+class LogitsOf(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids):
+        return self.model(input_ids=ids).logits
+
+
+def build(name: str, quick: bool):
+    """(model, its blocks, a batch for `rank`) of workload `name`, weights from seed 0."""
+    torch.manual_seed(0)
+    if name == "mlp":
+        width, depth, batch = (64, 4, 8) if quick else (512, 8, 64)
+        model = MLP(width, depth)
+        return model, model.blocks, lambda g: torch.randn(batch, width, generator=g)
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    size = dict(n_embd=32, n_layer=2, n_head=2) if quick else dict(n_embd=128, n_layer=4, n_head=4)
+    seq, batch, vocab = (16, 2, 128) if quick else (64, 8, 1024)
+    config = GPT2Config(vocab_size=vocab, n_positions=seq, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                        bos_token_id=0, eos_token_id=0, **size)
+    model = LogitsOf(GPT2LMHeadModel(config))
+    return model, model.model.transformer.h, lambda g: torch.randint(0, vocab, (batch, seq), generator=g)
+
+
+def configure(kind: str, name: str, quick: bool, bucket_mb: float):
+    """(callable, parameters module, batch maker) for configuration `kind` ("DDP eager", ...)."""
+    from torch.distributed.fsdp import fully_shard
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import torchsmith
+
+    wrapper, compiler = kind.split(" ", 1)
+    model, blocks, make = build(name, quick)
+    if wrapper == "DDP":
+        ddp = DDP(model, bucket_cap_mb=bucket_mb)
+        if compiler == "eager":
+            return ddp, model, make
+        if compiler == "torch.compile":
+            return torch.compile(ddp), model, make
+        split = compiler == "torchsmith"
+        return torchsmith.compile(ddp, options={"ddp.split_at_buckets": split}), model, make
+    for block in blocks:
+        fully_shard(block)
+    fully_shard(model)
+    if compiler == "eager":
+        return model, model, make
+    if compiler == "torch.compile":
+        return torch.compile(model), model, make
+    return torchsmith.compile(model), model, make
+
+
+KINDS = ["DDP eager", "DDP torch.compile", "DDP torchsmith", "DDP torchsmith unsplit",
+         "FSDP eager", "FSDP torch.compile", "FSDP torchsmith"]
+
+
+def step(run, params, x, optimizer) -> None:
+    optimizer.zero_grad()
+    run(x).float().pow(2).mean().backward()
+    optimizer.step()
+
+
+def worker(rank: int, init_file: str, out: str, name: str, quick: bool, steps: int, rounds: int,
+           bucket_mb: float):
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=WORLD_SIZE)
+    g = torch.Generator().manual_seed(rank)
+    configs, first, errors = {}, {}, {}
+    for kind in KINDS:
+        try:
+            run, params, make = configure(kind, name, quick, bucket_mb)
+            optimizer = torch.optim.SGD(params.parameters(), lr=1e-3)
+            x = make(g)
+            dist.barrier()
+            start = time.perf_counter()
+            step(run, params, x, optimizer)
+            first[kind] = time.perf_counter() - start
+            configs[kind] = (run, params, x, optimizer)
+        except Exception as e:  # a configuration that fails is a table cell, not the end of the run
+            errors[kind] = short_error(e)
+    times: dict[str, list[float]] = {kind: [] for kind in configs}
+    for _ in range(rounds):
+        for kind, (run, params, x, optimizer) in configs.items():
+            dist.barrier()
+            start = time.perf_counter()
+            for _ in range(steps):
+                step(run, params, x, optimizer)
+            times[kind].append((time.perf_counter() - start) / steps)
+    if rank == 0:
+        result = {kind: {"step_ms": statistics.median(t) * 1e3, "first_s": first[kind]}
+                  for kind, t in times.items()}
+        result.update({kind: {"error": e} for kind, e in errors.items()})
+        pathlib.Path(out).write_text(json.dumps(result))
+    dist.destroy_process_group()
+
+
+def measure(name: str, args) -> dict:
+    with tempfile.TemporaryDirectory(prefix="bench-dist-") as tmp:
+        out = os.path.join(tmp, "result.json")
+        mp.spawn(worker, args=(os.path.join(tmp, "init"), out, name, args.quick, args.steps, args.rounds,
+                               args.bucket_mb), nprocs=WORLD_SIZE)
+        return json.loads(pathlib.Path(out).read_text())
+
+
+def table(results: dict, info: dict, args) -> str:
+    lines = [
+        "# Distributed training step: eager, torch.compile and torchsmith (gloo, 2 ranks, CPU)",
+        "",
+        f"Machine: {info['cpu']}, {info['cpu_count']} CPUs shared by both ranks (1 torch thread each), "
+        f"{info['platform']}; Python {info['python']}, torch {info['torch']}; {info['date']}.",
+        f"Step = forward, backward (gradients all-reduced or reduce-scattered over gloo) and an SGD step; "
+        f"median over {args.rounds} interleaved rounds of {args.steps} steps, rank 0's wall time; "
+        f"DDP buckets capped at {args.bucket_mb} MB. First step = compile + first run. "
+        "Speedup > 1: faster than eager under the same wrapper.",
+        "",
+        "| model | configuration | step ms | vs eager | first step s |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for name, rows in results.items():
+        for kind in KINDS:
+            row = rows.get(kind, {"error": "not run"})
+            if "error" in row:
+                lines.append(f"| {name} | {kind} | failed: {row['error']} | | |")
+                continue
+            eager = rows.get(kind.split(" ")[0] + " eager", {}).get("step_ms")
+            speedup = f"{eager / row['step_ms']:.2f}x" if eager else ""
+            lines.append(f"| {name} | {kind} | {row['step_ms']:.2f} | {speedup} | {row['first_s']:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--quick", action="store_true", help="tiny models, few steps; writes nothing")
+    parser.add_argument("--only", action="append", choices=["mlp", "gpt2"], help="one workload (repeatable)")
+    parser.add_argument("--steps", type=int, default=None, help="steps per configuration per round")
+    parser.add_argument("--rounds", type=int, default=None, help="timed rounds")
+    parser.add_argument("--bucket-mb", type=float, default=1.0, help="DDP bucket_cap_mb")
+    args = parser.parse_args()
+    args.steps = args.steps or (2 if args.quick else 5)
+    args.rounds = args.rounds or (2 if args.quick else 7)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    results = {name: measure(name, args) for name in (args.only or ["mlp", "gpt2"])}
+    info = machine()
+    text = table(results, info, args)
+    print(text)
+    if not args.quick:
+        (RESULTS / "distributed.json").write_text(json.dumps({"machine": info, "results": results}, indent=1))
+        (RESULTS / "distributed.md").write_text(text)
+
+
+if __name__ == "__main__":
+    main()
