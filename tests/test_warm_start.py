@@ -15,7 +15,7 @@ SCRIPT = textwrap.dedent(
     import torch
     import torch.nn.functional as F
     import torchsmith
-    from torchsmith.inductor import compile_cache
+    from torchsmith.inductor.runtime import compile_cache
 
     class Block(torch.nn.Module):
         def __init__(self):

@@ -18,8 +18,9 @@ import warnings
 import pytest
 import torch
 
-from torchsmith.inductor import cache_files, compile_cache, cpp_build
-from torchsmith.inductor.compile_fx import compile_graph
+from torchsmith.inductor.cpp import build as cpp_build
+from torchsmith.inductor.cpu_pipeline import compile_graph
+from torchsmith.inductor.runtime import cache_files, compile_cache
 from torchsmith.inductor.testing import assert_matches_eager, make_graph
 
 F32 = torch.float32
@@ -42,7 +43,7 @@ def _last_json(done: subprocess.CompletedProcess):
 
 TWO_MODELS = """
     import json, torch, torchsmith
-    from torchsmith.inductor import compile_cache
+    from torchsmith.inductor.runtime import compile_cache
     torch.manual_seed(0)
     x = torch.randn(64)
     f = torchsmith.compile(lambda x: x * 2 + 1)
@@ -336,7 +337,7 @@ CLOSURES = """
     import gc, json, os, sys
     import torch, torchsmith
     from pathlib import Path
-    from torchsmith.inductor import cpp_build
+    from torchsmith.inductor.cpp import build as cpp_build
 
     def rss_mb():
         return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20

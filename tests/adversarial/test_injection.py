@@ -13,12 +13,12 @@ from adversarial_corpus import code_lines_holding, outcome, payloads, record
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from torchsmith.inductor.compile_fx import to_prims
-from torchsmith.inductor.cpp_build import KERNEL_MARK
-from torchsmith.inductor.cpp_codegen import generate_cpp
-from torchsmith.inductor.loop_ir_json import LoopIRFormatError, program_from_json, program_to_json
-from torchsmith.inductor.lower import lower
-from torchsmith.inductor.triton_codegen import generate_triton
+from torchsmith.inductor.cpp.build import KERNEL_MARK
+from torchsmith.inductor.cpp.codegen import generate_cpp
+from torchsmith.inductor.cpu_pipeline import to_prims
+from torchsmith.inductor.loop_ir.serialize import LoopIRFormatError, program_from_json, program_to_json
+from torchsmith.inductor.lowering.lower import lower
+from torchsmith.inductor.triton.codegen import generate_triton
 from torchsmith.ir import compile_to_python, dumps, interpret, loads, parse_graph, verify
 from torchsmith.ir.codegen_text import (
     IdentifierNamer,

@@ -10,16 +10,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_ir_readers import mutate
 
-from torchsmith.inductor.compile_fx import to_prims
-from torchsmith.inductor.cpp_codegen import generate_cpp
-from torchsmith.inductor.loop_ir_json import (
+from torchsmith.inductor.cpp.codegen import generate_cpp
+from torchsmith.inductor.cpu_pipeline import to_prims
+from torchsmith.inductor.fusion.scheduler import schedule
+from torchsmith.inductor.loop_ir.serialize import (
     LoopIRFormatError,
     load_program,
     program_from_json,
     program_to_json,
 )
-from torchsmith.inductor.lower import lower
-from torchsmith.inductor.scheduler import schedule
+from torchsmith.inductor.lowering.lower import lower
 from torchsmith.ir import SerializationError, parse_graph
 
 GRAPH = """graph g(%inp: f32[4, 8] cpu):

@@ -209,7 +209,7 @@ def test_wrong_decomposition_names_prims_and_the_gelu_node(fresh_cache, monkeypa
 
 @pytest.mark.parametrize("stage", ["prims", "inductor"])
 def test_repro_script_runs_as_a_program(stage, fresh_cache, monkeypatch):
-    from torchsmith.inductor.lower import LOWERINGS
+    from torchsmith.inductor.lowering.lower import LOWERINGS
     from torchsmith.prims.decompose import DECOMPOSITIONS
 
     if stage == "prims":
@@ -267,14 +267,14 @@ def test_wrong_backward_decomposition_is_found_in_the_joint_graph(fresh_cache, m
 
 
 def _wrong_unary(name: str, instead: str):
-    from torchsmith.inductor.lower import LOWERINGS
+    from torchsmith.inductor.lowering.lower import LOWERINGS
 
     right = LOWERINGS[name]
     return lambda ctx, node: right(ctx, node.replace(op=instead))
 
 
 def test_wrong_lowering_names_inductor_and_the_exp_node(fresh_cache, monkeypatch):
-    from torchsmith.inductor.lower import LOWERINGS
+    from torchsmith.inductor.lowering.lower import LOWERINGS
 
     monkeypatch.setitem(LOWERINGS, "prims.exp", _wrong_unary("prims.exp", "prims.expm1"))
 
@@ -301,7 +301,7 @@ def test_wrong_lowering_names_inductor_and_the_exp_node(fresh_cache, monkeypatch
 
 
 def test_wrong_lowering_used_only_by_the_backward(fresh_cache, monkeypatch):
-    from torchsmith.inductor.lower import LOWERINGS
+    from torchsmith.inductor.lowering.lower import LOWERINGS
 
     # tanh's gradient is grad * (1 - y * y): the forward has no prims.sub, the backward does
     monkeypatch.setitem(LOWERINGS, "prims.sub", _wrong_unary("prims.sub", "prims.add"))

@@ -9,7 +9,7 @@ import sys
 import torch
 
 import torchsmith
-from torchsmith.inductor.loop_ir_json import load_program
+from torchsmith.inductor.loop_ir.serialize import load_program
 from torchsmith.ir import Graph, load, verify
 
 

@@ -115,7 +115,7 @@ def test_device_compilers_are_the_hook_where_the_device_decides(monkeypatch):
 
 
 def test_missing_lowering_is_refused_with_op_and_user_source(monkeypatch):
-    from torchsmith.inductor.lower import LOWERINGS, lower
+    from torchsmith.inductor.lowering.lower import LOWERINGS, lower
 
     # lower() fills LOWERINGS on its first call: call it once so that it cannot undo the patch below
     lower(make_graph("identity", {"x": ([2], torch.float32)}, lambda b, x: x))

@@ -97,7 +97,7 @@ def test_backends_with_an_options_keyword_receive_the_resolved_dict():
 
 
 def test_the_cache_size_limit_option_bounds_the_disk_caches(monkeypatch):
-    from torchsmith.inductor import cache_files
+    from torchsmith.inductor.runtime import cache_files
 
     monkeypatch.setattr(cache_files, "_size_limit_mb", None)
     f = torchsmith.compile(lambda x: x * 3 + 1, options={"cache.size_limit_mb": 64})

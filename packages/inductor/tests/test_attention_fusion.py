@@ -7,7 +7,7 @@ import torch
 
 from torchsmith.inductor import compile_graph
 from torchsmith.inductor.backend import to_prims_keep
-from torchsmith.inductor.loop_ir import ComputedBuffer, ExternCall
+from torchsmith.inductor.loop_ir.program import ComputedBuffer, ExternCall
 from torchsmith.inductor.testing import assert_matches_eager, make_graph
 
 B, L, H, E = 2, 16, 4, 8

@@ -8,9 +8,9 @@ import torch
 from torch import nn
 
 import torchsmith.prims
-from torchsmith.inductor.channels_last import channels_last_strides, plan_channels_last
-from torchsmith.inductor.compile_fx import compile_graph
-from torchsmith.inductor.loop_ir import ComputedBuffer, ExternCall
+from torchsmith.inductor.cpu_pipeline import compile_graph
+from torchsmith.inductor.loop_ir.program import ComputedBuffer, ExternCall
+from torchsmith.inductor.lowering.channels_last import channels_last_strides, plan_channels_last
 from torchsmith.inductor.testing import assert_matches_eager, make_graph
 from torchsmith.ir import interpret
 

@@ -6,8 +6,8 @@ import importlib
 
 import torch
 
-from torchsmith.inductor import compile_cache
-from torchsmith.inductor.compile_fx import compile_graph
+from torchsmith.inductor.cpu_pipeline import compile_graph
+from torchsmith.inductor.runtime import compile_cache
 from torchsmith.inductor.testing import assert_matches_eager, make_graph
 from torchsmith.ir import TensorType
 from torchsmith.ir.symbolic import symbol
@@ -48,7 +48,7 @@ def test_key_changes_with_the_graph_and_with_user_registrations(monkeypatch, tmp
     def my_lowering(ctx, node):  # a lowering registered from outside torchsmith
         raise NotImplementedError
 
-    lowerings = importlib.import_module("torchsmith.inductor.lower").LOWERINGS
+    lowerings = importlib.import_module("torchsmith.inductor.lowering.lower").LOWERINGS
     monkeypatch.setitem(lowerings, "prims.my_op", my_lowering)
     assert "prims.my_op" in compile_cache.custom_registrations()
     assert compile_cache.key_of("cpp-program", text) != key

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from torchsmith.inductor import BuildError, load_library
-from torchsmith.inductor.cpp_build import CXX_FLAGS, build_key, cache_dir
+from torchsmith.inductor.cpp.build import CXX_FLAGS, build_key, cache_dir
 
 SOURCE = 'extern "C" long torchsmith_cache_probe(long a) { return a * 3 + 1; }\n'
 

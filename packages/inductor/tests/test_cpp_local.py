@@ -12,14 +12,14 @@ import pytest
 import torch
 
 from torchsmith.inductor import compile_graph, lower, to_prims
-from torchsmith.inductor.cpp_codegen import local_buffers
-from torchsmith.inductor.expr_simplify import simplify
-from torchsmith.inductor.inline import inline_pointwise
-from torchsmith.inductor.loop_ir import Constant, IndexValue, Op, index_var
-from torchsmith.inductor.memory_plan import plan_memory
-from torchsmith.inductor.scheduler import schedule
+from torchsmith.inductor.cpp.codegen import local_buffers
+from torchsmith.inductor.cpp.vector_math import libmvec_functions
+from torchsmith.inductor.fusion.memory_plan import plan_memory
+from torchsmith.inductor.fusion.scheduler import schedule
+from torchsmith.inductor.loop_ir.program import Constant, IndexValue, Op, index_var
+from torchsmith.inductor.loop_ir.simplify import simplify
+from torchsmith.inductor.lowering.inline import inline_pointwise
 from torchsmith.inductor.testing import assert_matches_eager, make_graph
-from torchsmith.inductor.vector_math import libmvec_functions
 
 F32, I64 = torch.float32, torch.int64
 CPU = torch.device("cpu")

@@ -4,7 +4,7 @@ library that behaves like the single-part build."""
 import torch
 
 from torchsmith.inductor import BUILD_STATS, compile_graph
-from torchsmith.inductor.cpp_build import KERNEL_MARK, SPLIT_FROM_KERNELS, split_source
+from torchsmith.inductor.cpp.build import KERNEL_MARK, SPLIT_FROM_KERNELS, split_source
 from torchsmith.inductor.testing import assert_matches_eager, make_graph
 
 

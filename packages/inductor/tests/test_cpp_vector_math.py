@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from torchsmith.inductor import compile_graph
-from torchsmith.inductor.cpp_build import CXX_FLAGS, compiler, load_library
-from torchsmith.inductor.cpp_prelude import CPP_PRELUDE
+from torchsmith.inductor.cpp.build import CXX_FLAGS, compiler, load_library
+from torchsmith.inductor.cpp.prelude import CPP_PRELUDE
+from torchsmith.inductor.cpp.vector_math import INLINE_MATH, link_flags
 from torchsmith.inductor.testing import assert_matches_eager, make_graph
-from torchsmith.inductor.vector_math import INLINE_MATH, link_flags
 
 F32, F64 = torch.float32, torch.float64
 

@@ -4,7 +4,8 @@ took over)."""
 
 import torch
 
-from torchsmith.inductor import compile_graph, extern_pool
+from torchsmith.inductor import compile_graph
+from torchsmith.inductor.runtime import extern_pool
 from torchsmith.inductor.testing import make_graph
 
 F32 = torch.float32
@@ -62,7 +63,7 @@ def test_results_a_caller_holds_are_never_overwritten():
 
 
 def test_replaced_kernels_without_out_still_run(monkeypatch):
-    from torchsmith.inductor import externs
+    from torchsmith.inductor.runtime import externs
 
     calls = []
     monkeypatch.setitem(externs.EXTERN_KERNELS, "prims.mm", lambda a, b: calls.append(1) or torch.mm(a, b))

@@ -10,15 +10,15 @@ import torch
 import torchsmith.prims  # noqa: F401  (registers the prims ops the graphs use)
 from torchsmith.inductor import compile_graph, lower, to_prims
 from torchsmith.inductor.__main__ import main
-from torchsmith.inductor.inline import inline_pointwise
-from torchsmith.inductor.loop_ir import ComputedBuffer, Constant, Op, Pointwise, loads
-from torchsmith.inductor.loop_ir_json import (
+from torchsmith.inductor.loop_ir.program import ComputedBuffer, Constant, Op, Pointwise, loads
+from torchsmith.inductor.loop_ir.serialize import (
     LoopIRFormatError,
     load_program,
     program_from_json,
     program_to_json,
     save_program,
 )
+from torchsmith.inductor.lowering.inline import inline_pointwise
 from torchsmith.inductor.testing import make_graph
 from torchsmith.ir import TensorType
 from torchsmith.ir.symbolic import symbol

@@ -6,9 +6,9 @@ import torch
 
 import torchsmith.prims
 from torchsmith.inductor import LoweringError, lower, to_prims
-from torchsmith.inductor.loop_ir import ComputedBuffer, ExternCall, Reduction, index_vars
+from torchsmith.inductor.loop_ir.program import ComputedBuffer, ExternCall, Reduction, index_vars
+from torchsmith.inductor.lowering.view_refs import as_tensor_view, reshape_view, strided_ref
 from torchsmith.inductor.testing import make_graph
-from torchsmith.inductor.views import as_tensor_view, reshape_view, strided_ref
 from torchsmith.ir import GraphBuilder, TensorType
 from torchsmith.ir.symbolic import symbol
 

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 import torchsmith.prims
-from torchsmith.inductor import LoweringError, compile_fx, compile_graph, lower, to_prims
-from torchsmith.inductor.loop_ir import ExternCall
+from torchsmith.inductor import LoweringError, compile_graph, lower, to_prims
+from torchsmith.inductor import cpu_pipeline as compile_fx
+from torchsmith.inductor.loop_ir.program import ExternCall
 from torchsmith.inductor.testing import assert_matches_eager, make_graph
 from torchsmith.ir import GraphBuilder, TensorType, events, interpret
 from torchsmith.ir.graph import ArgList

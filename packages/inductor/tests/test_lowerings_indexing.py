@@ -6,8 +6,8 @@ import torch
 
 import torchsmith.prims  # noqa: F401  (registers the prims)
 from torchsmith.inductor import compile_graph, lower, to_prims
-from torchsmith.inductor.cpp_build import split_source
-from torchsmith.inductor.loop_ir import ComputedBuffer, Indirect
+from torchsmith.inductor.cpp.build import split_source
+from torchsmith.inductor.loop_ir.program import ComputedBuffer, Indirect
 from torchsmith.inductor.testing import assert_matches_eager, make_graph
 from torchsmith.ir import TensorType
 from torchsmith.ir.symbolic import symbol

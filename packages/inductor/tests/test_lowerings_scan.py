@@ -13,8 +13,8 @@ if not torch.cuda.is_available():
     os.environ["TRITON_INTERPRET"] = "1"
 
 from torchsmith.inductor import compile_graph, lower, to_prims
-from torchsmith.inductor.loop_ir import ComputedBuffer, ExternCall, Reduction
-from torchsmith.inductor.lowerings_scan import MAX_SCAN_LENGTH
+from torchsmith.inductor.loop_ir.program import ComputedBuffer, ExternCall, Reduction
+from torchsmith.inductor.lowering.scan import MAX_SCAN_LENGTH
 from torchsmith.inductor.testing import assert_matches_eager, make_graph
 from torchsmith.ir import TensorType, interpret
 
@@ -141,7 +141,7 @@ def test_scan_lowers_to_a_masked_sum_reduction():
 @pytest.mark.parametrize("dtype", [F32, I64])
 def test_cumsum_runs_through_triton(dtype):
     pytest.importorskip("triton")
-    from torchsmith.inductor.triton_graph import compile_graph_triton
+    from torchsmith.inductor.runtime.triton_graph import compile_graph_triton
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     graph = make_graph("cumsum", {"x": TensorType.make((5, 20), dtype, device=device)}, _cumsum_body(1))

@@ -4,7 +4,7 @@ import torch
 
 import torchsmith.prims  # noqa: F401  (registers the prims)
 from torchsmith.inductor import compile_graph, lower
-from torchsmith.inductor.loop_ir import ComputedBuffer, loads
+from torchsmith.inductor.loop_ir.program import ComputedBuffer, loads
 from torchsmith.inductor.testing import assert_matches_eager, make_graph
 from torchsmith.ir import GraphBuilder, TensorType
 from torchsmith.ir.symbolic import symbol

@@ -4,8 +4,9 @@ never are, and the wrapper following the plan still matches eager."""
 import torch
 
 from torchsmith.inductor import compile_graph, lower, to_prims
-from torchsmith.inductor.inline import inline_pointwise
-from torchsmith.inductor.loop_ir import (
+from torchsmith.inductor.fusion.memory_plan import plan_memory
+from torchsmith.inductor.fusion.scheduler import schedule
+from torchsmith.inductor.loop_ir.program import (
     ComputedBuffer,
     ExternCall,
     InputBuffer,
@@ -17,8 +18,7 @@ from torchsmith.inductor.loop_ir import (
     TensorView,
     index_var,
 )
-from torchsmith.inductor.memory_plan import plan_memory
-from torchsmith.inductor.scheduler import schedule
+from torchsmith.inductor.lowering.inline import inline_pointwise
 from torchsmith.inductor.testing import assert_matches_eager, make_graph
 from torchsmith.ir import TensorType
 from torchsmith.ir.symbolic import symbol

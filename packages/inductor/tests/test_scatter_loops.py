@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from torchsmith.inductor import compile_graph
-from torchsmith.inductor.loop_ir import ComputedBuffer, ExternCall, Scatter
+from torchsmith.inductor.loop_ir.program import ComputedBuffer, ExternCall, Scatter
 from torchsmith.inductor.testing import assert_matches_eager, make_graph
 from torchsmith.ir import events
 
@@ -204,7 +204,7 @@ def test_embedding_backward_is_a_scatter_loop_in_a_training_step():
 
 
 def test_scatter_loop_survives_the_loop_ir_json_round_trip():
-    from torchsmith.inductor.loop_ir_json import program_from_json, program_to_json
+    from torchsmith.inductor.loop_ir.serialize import program_from_json, program_to_json
 
     _, programs = _compiled_programs(lambda a, i, s: a.scatter_add(1, i, s), torch.zeros(3, 4),
                                      torch.tensor([[0, 3, 3]]), torch.ones(1, 3))  # fmt: skip
@@ -335,7 +335,7 @@ def test_scatter_add_of_strided_and_broadcast_operands():
 def test_scatter_checks_work_in_a_library_built_in_parts():
     # Enough kernels that cpp_build compiles the unit in parts: the scatter's position check shares
     # the one index record of the library.
-    from torchsmith.inductor.cpp_build import split_source
+    from torchsmith.inductor.cpp.build import split_source
 
     types = {f"y{k}": ((k + 2, 3), torch.float32) for k in range(9)}
     types |= {"x": ((5, 6), torch.float32), "index": ((3, 6), torch.int64), "src": ((3, 6), torch.float32)}

@@ -9,8 +9,8 @@ import logging
 import torch
 
 from torchsmith.inductor import compile_graph, lower, to_prims
-from torchsmith.inductor.inline import MAX_DUPLICATED_OPS, inline_pointwise
-from torchsmith.inductor.scheduler import FusionDecision, schedule
+from torchsmith.inductor.fusion.scheduler import FusionDecision, schedule
+from torchsmith.inductor.lowering.inline import MAX_DUPLICATED_OPS, inline_pointwise
 from torchsmith.inductor.testing import assert_matches_eager, make_graph
 from torchsmith.ir import TensorType
 from torchsmith.ir.events import observe
@@ -186,7 +186,7 @@ def test_elementwise_chain_read_through_a_reshape_is_inlined_by_flat_offset():
 
 
 def test_a_graph_of_extern_calls_only_builds_nothing(monkeypatch):
-    import torchsmith.inductor.compile_fx as compile_fx
+    import torchsmith.inductor.cpu_pipeline as compile_fx
 
     def no_build(source):
         raise AssertionError("a graph without kernels must not run the C++ compiler")

@@ -5,10 +5,10 @@ import pytest
 import torch
 
 from torchsmith.inductor import lower, to_prims
-from torchsmith.inductor.inline import inline_pointwise
-from torchsmith.inductor.loop_ir import ComputedBuffer, ExternCall
-from torchsmith.inductor.scheduler import schedule
-from torchsmith.inductor.sink import sink_extern_inputs
+from torchsmith.inductor.fusion.scheduler import schedule
+from torchsmith.inductor.loop_ir.program import ComputedBuffer, ExternCall
+from torchsmith.inductor.lowering.inline import inline_pointwise
+from torchsmith.inductor.lowering.sink import sink_extern_inputs
 from torchsmith.inductor.testing import assert_matches_eager, make_graph
 
 
@@ -60,7 +60,7 @@ def test_sunk_program_compiles_to_the_same_values(monkeypatch):
     if not torch.cuda.is_available():
         monkeypatch.setenv("TRITON_INTERPRET", "1")
     pytest.importorskip("triton", reason="triton is not installed (pip install triton==3.6.0)")
-    from torchsmith.inductor.triton_graph import compile_graph_triton
+    from torchsmith.inductor.runtime.triton_graph import compile_graph_triton
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     graph = gelu_backward_graph()

@@ -15,11 +15,11 @@ if not torch.cuda.is_available():
 pytest.importorskip("triton", reason="triton is not installed (pip install triton==3.6.0)")
 
 from torchsmith.inductor import lower, to_prims  # noqa: E402
-from torchsmith.inductor.loop_ir import ComputedBuffer, Reduction  # noqa: E402
+from torchsmith.inductor.loop_ir.program import ComputedBuffer, Reduction  # noqa: E402
+from torchsmith.inductor.runtime.triton_graph import compile_graph_triton  # noqa: E402
 from torchsmith.inductor.testing import assert_matches_eager, make_graph  # noqa: E402
-from torchsmith.inductor.triton_codegen import generate_triton  # noqa: E402
-from torchsmith.inductor.triton_graph import compile_graph_triton  # noqa: E402
-from torchsmith.inductor.triton_reduction import PERSISTENT_MAX  # noqa: E402
+from torchsmith.inductor.triton.codegen import generate_triton  # noqa: E402
+from torchsmith.inductor.triton.reduction import PERSISTENT_MAX  # noqa: E402
 from torchsmith.ir import TensorType  # noqa: E402
 from torchsmith.ir.symbolic import symbol  # noqa: E402
 

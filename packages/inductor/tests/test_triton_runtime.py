@@ -14,12 +14,12 @@ if not torch.cuda.is_available():  # before triton's first import: see test_trit
     os.environ["TRITON_INTERPRET"] = "1"
 pytest.importorskip("triton", reason="triton is not installed (pip install triton==3.6.0)")
 
-from torchsmith.inductor import triton_runtime  # noqa: E402
-from torchsmith.inductor.cuda_graphs import cudagraphify, skip_reason  # noqa: E402
 from torchsmith.inductor.errors import LoweringError, RuntimeCallError  # noqa: E402
+from torchsmith.inductor.runtime import triton_launch as triton_runtime  # noqa: E402
+from torchsmith.inductor.runtime.cuda_graphs import cudagraphify, skip_reason  # noqa: E402
+from torchsmith.inductor.runtime.triton_graph import compile_graph_triton  # noqa: E402
 from torchsmith.inductor.testing import assert_matches_eager, make_graph  # noqa: E402
-from torchsmith.inductor.triton_graph import compile_graph_triton  # noqa: E402
-from torchsmith.inductor.triton_matmul import ACTIVATIONS, eager_linear, matmul_epilogue, tuned_linear  # noqa: E402
+from torchsmith.inductor.triton.matmul import ACTIVATIONS, eager_linear, matmul_epilogue, tuned_linear  # noqa: E402
 from torchsmith.ir import TensorType  # noqa: E402
 
 ON_GPU = torch.cuda.is_available()
@@ -159,7 +159,7 @@ def test_cuda_graph_replays_and_never_overwrites_returned_outputs():
 
 
 def test_matmul_consumer_runs_as_the_template_epilogue(monkeypatch):
-    from torchsmith.inductor import triton_mm_epilogue
+    from torchsmith.inductor.triton import mm_epilogue as triton_mm_epilogue
 
     def body(b, x, w, bias, r):
         return b.op("aten.add.Tensor", b.op("aten.gelu.default", b.op("aten.addmm.default", bias, x, w)), r)

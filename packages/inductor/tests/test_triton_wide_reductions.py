@@ -12,12 +12,12 @@ if not torch.cuda.is_available():
     os.environ["TRITON_INTERPRET"] = "1"
 pytest.importorskip("triton", reason="triton is not installed (pip install triton==3.6.0)")
 
-from torchsmith.inductor.loop_ir import ExternCall  # noqa: E402
+from torchsmith.inductor.loop_ir.program import ExternCall  # noqa: E402
+from torchsmith.inductor.runtime.triton_graph import compile_graph_triton  # noqa: E402
 from torchsmith.inductor.testing import assert_matches_eager, make_graph  # noqa: E402
-from torchsmith.inductor.triton_graph import compile_graph_triton  # noqa: E402
-from torchsmith.inductor.triton_index import kernel_symbol, walks_columns  # noqa: E402
-from torchsmith.inductor.triton_reduction import COLUMN_CONFIGS, PERSISTENT_MAX  # noqa: E402
-from torchsmith.inductor.triton_split import choose_split  # noqa: E402
+from torchsmith.inductor.triton.index import kernel_symbol, walks_columns  # noqa: E402
+from torchsmith.inductor.triton.reduction import COLUMN_CONFIGS, PERSISTENT_MAX  # noqa: E402
+from torchsmith.inductor.triton.split import choose_split  # noqa: E402
 from torchsmith.ir import TensorType  # noqa: E402
 
 F32, BF16, F16 = torch.float32, torch.bfloat16, torch.float16

@@ -21,7 +21,7 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 from triton.compiler.compiler import make_backend  # noqa: E402
 
-from torchsmith.inductor.triton_workers import CompileWorkers, specializations  # noqa: E402
+from torchsmith.inductor.runtime.triton_workers import CompileWorkers, specializations  # noqa: E402
 
 KERNEL = """
 import triton
@@ -140,7 +140,7 @@ def test_jit_warmup_recorded_then_loaded_from_the_workers_compile(kernel_module,
 def test_forked_child_does_not_use_its_parents_workers(kernel_module, monkeypatch):
     """A fork shares the workers' pipes: the child's requests would interleave with the parent's,
     so in a child the workers do not count as running (its kernels compile in threads)."""
-    from torchsmith.inductor import triton_workers
+    from torchsmith.inductor.runtime import triton_workers
 
     workers = CompileWorkers(1)
     try:
@@ -172,7 +172,9 @@ def test_a_worker_that_dies_mid_request_is_not_counted_as_a_compile(kernel_modul
 
 
 def test_prepare_device_starts_the_workers_for_cuda_graphs_only(monkeypatch):
-    from torchsmith.inductor import backend, triton_runtime, triton_workers
+    from torchsmith.inductor import backend
+    from torchsmith.inductor.runtime import triton_launch as triton_runtime
+    from torchsmith.inductor.runtime import triton_workers
 
     started = []
     monkeypatch.setattr(triton_workers, "start_workers", lambda: started.append(True))

@@ -8,7 +8,7 @@ import warnings
 import pytest
 import torch
 
-from torchsmith.inductor.loop_ir import ExternCall
+from torchsmith.inductor.loop_ir.program import ExternCall
 from torchsmith.ir import events
 
 

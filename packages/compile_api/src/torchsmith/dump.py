@@ -8,7 +8,7 @@ graph, for instance for a training step under `backend="inductor"`::
     003-prims-joint.json          the same after decomposition to prims (the input of the partition)
     004-prims-forward.json        the forward of the partition (the input of the code generator)
     005-prims-backward.json
-    006-loops-forward.json        the inductor's loop IR (torchsmith.inductor.loop_ir_json)
+    006-loops-forward.json        the inductor's loop IR (torchsmith.inductor.loop_ir.serialize)
     006-loops-forward.txt         the same in its text form, to read
     007-code-forward.cpp          generated source
 
@@ -79,7 +79,7 @@ class IRDumper:
     def _loops(self, name: str, program) -> None:
         json_path = self._path("loops", name, "json")
         try:
-            from torchsmith.inductor.loop_ir_json import program_to_json
+            from torchsmith.inductor.loop_ir.serialize import program_to_json
 
             self._write(json_path, json.dumps(program_to_json(program), indent=1))
         except Exception as e:  # an inductor of another version: the text form still helps

@@ -14,10 +14,10 @@ graph's device and raises `UnsupportedGraphError` (stage, op, source line) for w
 from torchsmith.inductor.__about__ import __version__
 from torchsmith.inductor.backend import STATS as BACKEND_STATS
 from torchsmith.inductor.backend import compile_for_device, register_device_compiler
-from torchsmith.inductor.compile_fx import compile_graph, to_prims
-from torchsmith.inductor.cpp_build import STATS as BUILD_STATS
-from torchsmith.inductor.cpp_build import load_library
-from torchsmith.inductor.cpp_codegen import generate_cpp
+from torchsmith.inductor.cpp.build import STATS as BUILD_STATS
+from torchsmith.inductor.cpp.build import load_library
+from torchsmith.inductor.cpp.codegen import generate_cpp
+from torchsmith.inductor.cpu_pipeline import compile_graph, to_prims
 from torchsmith.inductor.errors import (
     BuildError,
     CodegenError,
@@ -26,9 +26,9 @@ from torchsmith.inductor.errors import (
     RuntimeCallError,
     UnsupportedGraphError,
 )
-from torchsmith.inductor.loop_ir import LoopProgram, format_program
-from torchsmith.inductor.lower import LOWERINGS, lower, register_lowering
-from torchsmith.inductor.wrapper import CompiledGraph
+from torchsmith.inductor.loop_ir.program import LoopProgram, format_program
+from torchsmith.inductor.lowering.lower import LOWERINGS, lower, register_lowering
+from torchsmith.inductor.runtime.wrapper import CompiledGraph
 from torchsmith.ir.errors import TorchsmithError  # the root of every torchsmith error
 
 __all__ = [
@@ -59,7 +59,7 @@ __all__ = [
 def __getattr__(name: str):
     # The Triton entry point loads on first use, so that importing this package never imports triton.
     if name == "compile_graph_triton":
-        from torchsmith.inductor.triton_graph import compile_graph_triton
+        from torchsmith.inductor.runtime.triton_graph import compile_graph_triton
 
         return compile_graph_triton
     raise AttributeError(f"module 'torchsmith.inductor' has no attribute {name!r}")

@@ -11,7 +11,7 @@ IR and generated C++; `--out DIR` writes them to `DIR/loops.txt` and `DIR/kernel
 outputs with the reference interpreter (eager PyTorch), exiting with status 1 when they differ.
 
 `codegen` starts one step later: it reads a loop IR document (an IR dump's `NNN-loops-*.json`, perhaps
-edited by hand, see `torchsmith.inductor.loop_ir_json`), schedules it and prints the fusion decisions
+edited by hand, see `torchsmith.inductor.loop_ir.serialize`), schedules it and prints the fusion decisions
 and the generated C++; `--build` also compiles the C++ with the system compiler.
 """
 
@@ -21,10 +21,10 @@ import sys
 
 import torch
 
-from torchsmith.inductor.compile_fx import compile_graph, to_prims
+from torchsmith.inductor.cpu_pipeline import compile_graph, to_prims
 from torchsmith.inductor.errors import InductorError
-from torchsmith.inductor.loop_ir import format_program
-from torchsmith.inductor.lower import lower
+from torchsmith.inductor.loop_ir.program import format_program
+from torchsmith.inductor.lowering.lower import lower
 from torchsmith.ir import example_inputs, interpret
 from torchsmith.ir.cli import fail, load_verified, run_guarded
 from torchsmith.ir.codegen_text import cpp_comment
@@ -89,10 +89,10 @@ def _compile(args) -> int:
 
 
 def _codegen(args) -> int:
-    from torchsmith.inductor.cpp_build import load_library
-    from torchsmith.inductor.cpp_codegen import generate_cpp, local_buffers
-    from torchsmith.inductor.loop_ir_json import load_program
-    from torchsmith.inductor.scheduler import schedule
+    from torchsmith.inductor.cpp.build import load_library
+    from torchsmith.inductor.cpp.codegen import generate_cpp, local_buffers
+    from torchsmith.inductor.fusion.scheduler import schedule
+    from torchsmith.inductor.loop_ir.serialize import load_program
 
     program = load_program(args.file)
     plan = schedule(program)

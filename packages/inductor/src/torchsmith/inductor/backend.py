@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import torch
 
-from torchsmith.inductor.compile_fx import compile_graph
+from torchsmith.inductor.cpu_pipeline import compile_graph
 from torchsmith.inductor.errors import InductorError, UnsupportedGraphError
-from torchsmith.inductor.loop_ir import ComputedBuffer
+from torchsmith.inductor.loop_ir.program import ComputedBuffer
 from torchsmith.ir import Graph, Node, TensorType, Value
 from torchsmith.ir.graph import map_arg
 
@@ -38,7 +38,7 @@ def compile_cuda(graph: Graph, example_inputs, options: dict | None = None) -> C
             f"inductor: graph {graph.name} runs on cuda, whose code generator needs triton: "
             "pip install triton, or use backend='aot_eager'"
         )
-    from torchsmith.inductor.triton_graph import compile_graph_triton
+    from torchsmith.inductor.runtime.triton_graph import compile_graph_triton
 
     return compile_graph_triton(graph, example_inputs, options)
 
@@ -49,8 +49,8 @@ def prepare_device(device_type: str) -> None:
     autograd_aot traces the graph (a quarter to half a second of a training step's first call)."""
     if device_type != "cuda" or importlib.util.find_spec("triton") is None:
         return
-    from torchsmith.inductor.triton_runtime import interpreting
-    from torchsmith.inductor.triton_workers import start_workers
+    from torchsmith.inductor.runtime.triton_launch import interpreting
+    from torchsmith.inductor.runtime.triton_workers import start_workers
 
     if not interpreting():
         start_workers()
@@ -237,7 +237,7 @@ def check_backward(graph: Graph) -> None:
     device = check_supported(graph)
     if device != "cpu":
         return  # other code generators are checked when they compile
-    from torchsmith.inductor.lower import lower
+    from torchsmith.inductor.lowering.lower import lower
 
     try:
         lower(graph)
@@ -249,7 +249,7 @@ def to_prims_keep(graph: Graph) -> Graph:
     """The functional ATen graph decomposed to prims; ops with no decomposition stay whole for the
     lowering's extern calls (they fail there, with the node named, if it cannot run them). Outputs
     keep the layouts eager gives them (see `keep_output_strides`)."""
-    from torchsmith.inductor import compile_cache
+    from torchsmith.inductor.runtime import compile_cache
     from torchsmith.ir import loads
 
     # A process that decomposed this graph before reads the prims graph back (GPT-2: ~0.1 s saved).

@@ -1,0 +1,336 @@
+"""C++ code generation: a `LoopProgram` -> one translation unit with one `extern "C"` function per
+kernel.
+
+A kernel is a group of buffers that share one outer (pointwise) iteration space (the scheduler hands
+over fused groups; by default every buffer is its own group, except a welford mean/M2 pair, which
+is computed together). The loop nest is emitted once per group; inside it each buffer emits its own
+body (a reduction as chunked inner loops, `cpp_reductions`), so fusing pointwise and reduction buffers
+only changes the grouping, not this emitter. Element expressions print through `cpp_expr`, dtypes
+through `cpp_types` (16-bit floats are stored as 16 bits and computed in float).
+"""
+
+from dataclasses import dataclass
+
+import sympy
+
+from torchsmith.inductor.cpp import indirect as cpp_indirect
+from torchsmith.inductor.cpp import vector_math
+from torchsmith.inductor.cpp.build import KERNEL_MARK
+from torchsmith.inductor.cpp.column_reduction import emit_column_kernel, is_column_reduction
+from torchsmith.inductor.cpp.dtypes import cpp_type, storage_type, store_code
+from torchsmith.inductor.cpp.expr import BodyWriter, cpp_index
+from torchsmith.inductor.cpp.indirect import INDIRECT_PRELUDE, uses_indirect
+from torchsmith.inductor.cpp.local import kernel_locals, localize
+from torchsmith.inductor.cpp.prelude import CPP_PRELUDE
+from torchsmith.inductor.cpp.reductions import ReductionEmitter
+from torchsmith.inductor.cpp.rng import RANDOM_PRELUDE, uses_random
+from torchsmith.inductor.cpp.scatter import emit_scatter_kernel
+from torchsmith.inductor.errors import CodegenError
+from torchsmith.inductor.loop_ir.program import (
+    ComputedBuffer,
+    Constant,
+    LoopProgram,
+    Pointwise,
+    Reduction,
+    Scatter,
+    index_vars,
+    loads,
+)
+from torchsmith.ir.codegen_text import IdentifierNamer, cpp_comment, identifier
+
+__all__ = ["Group", "Kernel", "cpp_index", "cpp_type", "emit_kernel", "generate_cpp", "local_buffers"]
+
+# A float constant this large (or infinite, or nan) in a kernel marks it as masking: exp's vector
+# variant in libmvec is slow on inputs below -87.3 (vector_math.INLINE).
+MASK_MAGNITUDE = 80.0
+# Below this many elements of work a kernel runs on one thread: OpenMP's fork/join costs more.
+PARALLEL_THRESHOLD = 32768
+# A group holding a reduction with fewer outer iterations than this (statically) is threaded inside
+# its members instead of across the outer loop: `x.sum()` has one outer iteration, `x.sum(0)` of a
+# [4096, 8] tensor has 8, a softmax of 2 long rows has 2.
+SPLIT_REDUCTION_BELOW = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Kernel:
+    """One generated function: its C name, the buffers it writes and reads (pointer order)."""
+
+    name: str
+    writes: tuple[str, ...]
+    reads: tuple[str, ...]
+
+
+def _work(ranges) -> sympy.Expr:
+    total = sympy.Integer(1)
+    for r in ranges:
+        total = total * r
+    return total
+
+
+def _outer_ranges(group: tuple[ComputedBuffer, ...]) -> tuple:
+    """The loops a group shares: the shortest member ranges, which every member's ranges extend.
+    A lone pointwise buffer keeps its last dim as its own loop so that loop can be vectorized."""
+    first = group[0].body
+    if len(group) == 1 and isinstance(first, Pointwise) and len(first.ranges) > 1:
+        return first.ranges[:-1]
+    if (
+        len(first.ranges) > 1
+        and all(isinstance(b.body, Pointwise) for b in group)
+        and all(len(b.body.ranges) == len(first.ranges) for b in group)
+        and all(sympy.expand(x - y) == 0 for b in group for x, y in zip(b.body.ranges, first.ranges))
+    ):
+        # Pointwise siblings over equal ranges: each member keeps the last dim as its own simd loop.
+        return first.ranges[:-1]
+    outer = min((b.body.ranges for b in group), key=len)
+    for b in group:
+        prefix = b.body.ranges[: len(outer)]
+        if len(prefix) != len(outer) or any(sympy.expand(x - y) != 0 for x, y in zip(prefix, outer)):
+            raise CodegenError(
+                f"buffer {b.name} with ranges {list(b.body.ranges)} cannot share the loops "
+                f"{list(outer)} of its group {[m.name for m in group]}"
+            )
+    return outer
+
+
+def _threads_inside(group: tuple[ComputedBuffer, ...], outer) -> bool:
+    """Whether the group's members are threaded one by one (reductions split among threads,
+    pointwise members across their own loops) because its outer loops are too few to thread."""
+    if not any(isinstance(b.body, Reduction) for b in group):
+        return False
+    outer_work = sympy.sympify(_work(outer))
+    return bool(outer_work.is_Integer and int(outer_work) < SPLIT_REDUCTION_BELOW)
+
+
+def _work_condition(work) -> str | None:
+    """The C++ `if` condition for threading `work` elements: "" (always), None (never), or a test."""
+    work = sympy.sympify(work)
+    if work.is_Integer:
+        return "" if int(work) >= PARALLEL_THRESHOLD else None
+    return f"{cpp_index(work)} >= {PARALLEL_THRESHOLD}"
+
+
+def _welford_key(buffer: ComputedBuffer):
+    """Buffers with equal keys compute the same reduction state (a welford mean and M2 pair)."""
+    body = buffer.body
+    if isinstance(body, Reduction) and body.reduction_type.startswith("welford"):
+        return ("welford", body.ranges, body.reduction_ranges, body.value)
+    return buffer.name
+
+
+def _huge_constant(expr) -> bool:
+    if isinstance(expr, Constant):
+        return isinstance(expr.value, float) and not abs(expr.value) < MASK_MAGNITUDE
+    return any(_huge_constant(a) for a in getattr(expr, "args", ()))
+
+
+def emit_kernel(
+    name: str, group: tuple[ComputedBuffer, ...], program: LoopProgram, local: frozenset[str] = frozenset()
+) -> tuple[Kernel, str]:
+    """`_emit_kernel`, with exp chosen for a kernel that may see masked values (vector_math.INLINE):
+    one holding an infinite or huge constant (masked_fill with -inf, a -1e9 fill)."""
+    if isinstance(group[0].body, Scatter):  # a scheduler group of its own (scheduler._cannot_join)
+        return emit_scatter_kernel(name, group[0], program)
+    with vector_math.masked_values(any(_huge_constant(b.body.value) for b in group)):
+        return _emit_kernel(name, group, program, local)
+
+
+def _emit_kernel(
+    name: str, group: tuple[ComputedBuffer, ...], program: LoopProgram, local: frozenset[str] = frozenset()
+) -> tuple[Kernel, str]:
+    """The C++ function computing the buffers of `group`, in order, in one loop nest.
+
+    The members share the outer loops (`_outer_ranges`); inside them each member loops over its
+    remaining dims and, for a reduction, its reduction dims. A member reads what an earlier member
+    stored in the same outer iteration straight from memory: the scheduler only groups buffers
+    whose reads stay inside that iteration (softmax rows, layer-norm rows). A `welford_mean` and a
+    `welford_m2` buffer of the same value and ranges in one group are computed by one reduction.
+    Members named in `local` (see `local_buffers`) live in arrays of the outer iteration, not memory.
+    """
+    outer = _outer_ranges(group)
+    group, arrays = localize(group, local, len(outer))
+    dtypes = {b.name: b.layout.dtype for b in program.buffers} | {
+        i.name: i.layout.dtype for i in program.inputs
+    }
+    members = {b.name for b in group}
+    writes = tuple(b.name for b in group if b.name not in local)
+    reads = tuple(
+        dict.fromkeys(ld.buffer for b in group for ld in loads(b.body.value) if ld.buffer not in members)
+    )
+    # One namer per kernel: buffers whose names differ only in punctuation get different pointers.
+    namer = IdentifierNamer(program.symbols)
+    pointer_of = {n: namer.name(f"out_{n}") for n in writes} | {n: namer.name(f"in_{n}") for n in reads}
+    pointer_of |= {n: namer.name(f"l_{n}") for n, _, _ in arrays}
+    params = [f"{storage_type(dtypes[n])}* __restrict__ {pointer_of[n]}" for n in writes]
+    params += [f"const {storage_type(dtypes[n])}* __restrict__ {pointer_of[n]}" for n in reads]
+    params += [f"int64_t {s}" for s in program.symbols]
+    lines = [f'extern "C" void {name}({", ".join(params)}) {{']
+    if is_column_reduction(group):
+        emit_column_kernel(group, pointer_of, lines, _work_condition)
+        lines.append("}")
+        return Kernel(name, writes, reads), "\n".join(lines)
+    biggest = max(group, key=lambda b: len(b.body.ranges) + len(getattr(b.body, "reduction_ranges", ())))
+    total_work = _work(biggest.body.ranges) * _work(getattr(biggest.body, "reduction_ranges", ()))
+    inside = _threads_inside(group, outer)
+    # A lone 1-d pointwise loop is both the threaded and the vectorized loop.
+    body = group[0].body
+    simd_outer = len(group) == 1 and isinstance(body, Pointwise) and len(body.ranges) == len(outer) == 1
+    outer_simd = (index_vars(1)[0], len(lines), "  ") if simd_outer else None
+    if outer:
+        pragma = None if inside else _parallel_pragma(len(outer), total_work, simd_outer)
+        if pragma or simd_outer:
+            lines.append(f"  {pragma or '#pragma omp simd'}")
+    for depth, (v, r) in enumerate(zip(index_vars(len(outer)), outer)):
+        lines.append(f"{'  ' * (depth + 1)}for (int64_t {v} = 0; {v} < {cpp_index(r)}; ++{v}) {{")
+    indent = "  " * (len(outer) + 1)
+    # Declared inside the outer loop body: private to the thread running that iteration.
+    lines += [f"{indent}{t} {pointer_of[n]}[{size}];" for n, t, size in arrays]
+    counter = [0]
+    done: set = set()
+    for buffer in group:
+        key = _welford_key(buffer)
+        if key in done:
+            continue
+        done.add(key)
+        partners = [b for b in group if _welford_key(b) == key]
+        _emit_member(partners, len(outer), pointer_of, lines, indent, counter, inside, outer_simd)
+    for depth in reversed(range(len(outer))):
+        lines.append(f"{'  ' * (depth + 1)}}}")
+    lines.append("}")
+    return Kernel(name, writes, reads), "\n".join(lines)
+
+
+def _parallel_pragma(depth: int, work, simd: bool) -> str | None:
+    """The OpenMP pragma threading the `depth` outer loops, or None when the work is too small."""
+    head = "#pragma omp parallel for" + (" simd" if simd else "")
+    head += f" collapse({depth})" if depth > 1 else ""
+    work = sympy.sympify(work)
+    if work.is_Integer:
+        return head if int(work) >= PARALLEL_THRESHOLD else None
+    return f"{head} if({cpp_index(work)} >= {PARALLEL_THRESHOLD})"
+
+
+def _store_target(buffer: ComputedBuffer, pointer_of) -> str:
+    layout = buffer.layout
+    store = sum((v * s for v, s in zip(index_vars(len(layout.shape)), layout.strides)), sympy.Integer(0))
+    return f"{pointer_of[buffer.name]}[{cpp_index(store)}]"
+
+
+def _emit_member(
+    buffers: list[ComputedBuffer],
+    shared: int,
+    pointer_of,
+    lines: list[str],
+    indent: str,
+    counter,
+    inside: bool,
+    outer_simd: tuple | None = None,
+) -> None:
+    """One buffer's loops beyond the `shared` outer ones, its body and its store (several buffers
+    only for a welford pair, which share body and ranges). `inside`: thread this member itself.
+    `outer_simd`: (loop var, line position, indent) of the kernel's outer loop when that loop is
+    the vectorized one (a lone 1-d pointwise buffer)."""
+    buffer = buffers[0]
+    body = buffer.body
+    origins = " + ".join(dict.fromkeys(b.origin or b.name for b in buffers))
+    lines.append(f"{indent}// {_comment(origins)}")
+    extra = list(zip(index_vars(len(body.ranges)), body.ranges))[shared:]
+    work = _work(r for _, r in extra) * _work(getattr(body, "reduction_ranges", ()))
+    threaded = _work_condition(work) if inside else None
+    header_at = None
+    for depth, (v, r) in enumerate(extra):
+        simd = isinstance(body, Pointwise) and depth == len(extra) - 1
+        if depth == len(extra) - 1:
+            header_at = len(lines)
+        if depth == 0 and threaded is not None:
+            condition = f" if({threaded})" if threaded else ""
+            lines.append(f"{indent}#pragma omp parallel for{' simd' if simd else ''}{condition}")
+        elif simd:
+            # Iterations are independent and buffers never alias: let the compiler vectorize.
+            lines.append(f"{indent}{'  ' * depth}#pragma omp simd")
+        lines.append(f"{indent}{'  ' * depth}for (int64_t {v} = 0; {v} < {cpp_index(r)}; ++{v}) {{")
+    inner_indent = indent + "  " * len(extra)
+    if isinstance(body, Pointwise):
+        # Hoist what the innermost loop does not change to just before that loop's header.
+        if extra:
+            inner_var, at, at_indent = extra[-1][0], header_at, indent + "  " * (len(extra) - 1)
+        else:
+            inner_var, at, at_indent = outer_simd if outer_simd else (None, None, "")
+        # No loop of its own and not the vectorized outer loop: nothing to hoist out of.
+        hoisted: list[str] | None = [] if at is not None else None
+        writer = BodyWriter(pointer_of, lines, inner_indent, counter, inner_var, hoisted, at_indent)
+        value = writer.value(body.value)
+        if hoisted:
+            lines[at:at] = hoisted
+        lines.append(
+            f"{inner_indent}{_store_target(buffer, pointer_of)} = {store_code(value, buffer.layout.dtype)};"
+        )
+    else:
+        stores = [(b.body.reduction_type, _store_target(b, pointer_of), b.layout.dtype) for b in buffers]
+        emitter = ReductionEmitter(body, pointer_of, lines, counter)
+        emitter.emit(inner_indent, stores, threaded if not extra else None)
+    for depth in reversed(range(len(extra))):
+        lines.append(f"{indent}{'  ' * depth}}}")
+
+
+Group = tuple[ComputedBuffer, ...]
+
+
+def default_groups(program: LoopProgram) -> list[Group]:
+    """One group per computed buffer, except that a welford mean/M2 pair shares one group."""
+    groups: list[list[ComputedBuffer]] = []
+    pair_of: dict = {}
+    for b in program.buffers:
+        if not isinstance(b, ComputedBuffer):
+            continue
+        key = _welford_key(b)
+        if key != b.name and key in pair_of:
+            pair_of[key].append(b)
+            continue
+        groups.append([b])
+        pair_of[key] = groups[-1]
+    return [tuple(g) for g in groups]
+
+
+def local_buffers(program: LoopProgram, groups: list[Group]) -> frozenset[str]:
+    """The buffers of `groups` that their kernel keeps in arrays of its outer iteration instead of
+    memory (cpp_local): softmax's row max, exp values and sum. The memory plan gives them no storage."""
+
+    def outer_of(group):
+        # Members threaded one by one (few outer iterations) share the iteration's arrays: still fine.
+        return None if is_column_reduction(group) else _outer_ranges(group)
+
+    return kernel_locals(program, groups, outer_of)
+
+
+def generate_cpp(
+    program: LoopProgram, groups: list[Group] | None = None, local: frozenset[str] = frozenset()
+) -> tuple[str, list[tuple[Kernel, Group]]]:
+    """The translation unit of `program`: one kernel per group of computed buffers (default:
+    `default_groups`; the scheduler passes fused groups), returned with each kernel and its group.
+    Buffers in `local` (from `local_buffers`) stay inside their kernel: no pointer, no storage."""
+    if groups is None:
+        groups = default_groups(program)
+    parts = [
+        f"// torchsmith inductor: graph {_comment(program.name)}",
+        CPP_PRELUDE,
+        INDIRECT_PRELUDE if uses_indirect(program) else "",
+        RANDOM_PRELUDE if uses_random(program) else "",
+        vector_math.declarations(),
+    ]
+    # Kernels share nothing but the head, so the builder may compile them in parts; not when the
+    # indirect-load prelude is in the head, unless it declares itself safe to repeat in every part
+    # (`cpp_indirect.SPLIT_SAFE`: one error record per library, an extern "C" defined once).
+    split_safe = not uses_indirect(program) or getattr(cpp_indirect, "SPLIT_SAFE", False)
+    mark = KERNEL_MARK + "\n" if split_safe else ""
+    kernels = []
+    for k, group in enumerate(groups):
+        kernel, code = emit_kernel(f"kernel{k}_{identifier(group[0].name)}", tuple(group), program, local)
+        parts.append(mark + code)
+        kernels.append((kernel, tuple(group)))
+    return "\n\n".join(parts) + "\n", kernels
+
+
+def _comment(text: str) -> str:
+    """User text for a C++ comment. `@` is escaped too: the builder splits a unit at the marker
+    comment `KERNEL_MARK`, which no origin may spell."""
+    return cpp_comment(text).replace("@", "\\x40")

@@ -1,0 +1,222 @@
+"""Printing loop-IR element expressions as C++: index expressions, elementwise ops, and the
+statements that compute one element (`BodyWriter`, one named temporary per distinct subexpression).
+
+Values are held in their dtype's compute type (`cpp_types.cpp_type`: float for float16/bfloat16);
+a 16-bit op's result is rounded to its dtype as eager PyTorch rounds it.
+"""
+
+import sympy
+import torch
+
+from torchsmith.inductor.cpp.dtypes import HALF_DTYPES, cpp_constant, cpp_type, load_code, round_code
+from torchsmith.inductor.cpp.indirect import emit_indirect
+from torchsmith.inductor.cpp.rng import RANDOM_OPS, random_code
+from torchsmith.inductor.cpp.vector_math import libm_call
+from torchsmith.inductor.errors import CodegenError
+from torchsmith.inductor.loop_ir.program import Constant, Expr, IndexValue, Indirect, Load, Op
+from torchsmith.ir.symbolic import FloorDiv, format_dim
+
+
+def cpp_index(expr) -> str:
+    """An integer index/size expression in C++ (loop variables and size symbols are int64_t)."""
+    expr = sympy.sympify(expr)
+    if expr.is_Integer:
+        return str(int(expr))
+    if expr.is_Symbol:
+        return expr.name
+    if isinstance(expr, sympy.Add):
+        return "(" + " + ".join(cpp_index(a) for a in expr.args) + ")"
+    if isinstance(expr, sympy.Mul):
+        return "(" + " * ".join(cpp_index(a) for a in expr.args) + ")"
+    if isinstance(expr, FloorDiv):
+        # Indices and sizes are non-negative, where C's truncating division is floor division.
+        return f"({cpp_index(expr.args[0])} / {cpp_index(expr.args[1])})"
+    if isinstance(expr, sympy.Mod):
+        return f"({cpp_index(expr.args[0])} % {cpp_index(expr.args[1])})"
+    if isinstance(expr, (sympy.Max, sympy.Min)):
+        fn = "ts::imax" if isinstance(expr, sympy.Max) else "ts::imin"
+        out = cpp_index(expr.args[0])
+        for a in expr.args[1:]:
+            out = f"{fn}({out}, {cpp_index(a)})"
+        return out
+    if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and expr.exp > 0:
+        return "(" + " * ".join([cpp_index(expr.base)] * int(expr.exp)) + ")"
+    raise CodegenError(f"cannot print index expression {format_dim(expr)} in C++")
+
+
+# Ops that are libm functions (see vector_math.UNARY), printed as the C function of the operand's
+# compute type: "exp" -> expf(x) for float, exp(x) for double.
+LIBM_UNARY = {
+    "exp": "exp", "exp2": "exp2", "expm1": "expm1", "log": "log", "log2": "log2", "log10": "log10",
+    "log1p": "log1p", "sqrt": "sqrt", "sin": "sin", "cos": "cos", "tan": "tan", "asin": "asin",
+    "acos": "acos", "atan": "atan", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh", "asinh": "asinh",
+    "acosh": "acosh", "atanh": "atanh", "erf": "erf", "erfc": "erfc", "lgamma": "lgamma",
+    "floor": "floor", "ceil": "ceil", "round": "nearbyint", "trunc": "trunc",
+}  # fmt: skip
+
+# Rounding an integer is the integer itself.
+_ROUNDING = {"floor", "ceil", "round", "trunc"}
+
+UNARY_CPP = {
+    "abs": "ts::abs({0})", "neg": "-{0}", "sign": "ts::sign({0})", "signbit": "ts::signbit({0})",
+    "rsqrt": "{T}(1) / {sqrt}({0})", "reciprocal": "{T}(1) / {0}", "isnan": "ts::isnan({0})",
+    "isinf": "ts::isinf({0})", "isfinite": "ts::isfinite({0})",
+}  # fmt: skip
+
+BINARY_CPP = {
+    "add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "div": "{0} / {1}",
+    "remainder": "ts::remainder<{A}>({0}, {1})", "fmod": "ts::fmod<{A}>({0}, {1})",
+    "pow": "ts::pow<{A}>({0}, {1})", "atan2": "{atan2}({0}, {1})",
+    "maximum": "ts::maximum<{A}>({0}, {1})", "minimum": "ts::minimum<{A}>({0}, {1})",
+    "eq": "{0} == {1}", "ne": "{0} != {1}", "lt": "{0} < {1}", "le": "{0} <= {1}", "gt": "{0} > {1}",
+    "ge": "{0} >= {1}", "bitwise_and": "{0} & {1}", "bitwise_or": "{0} | {1}", "bitwise_xor": "{0} ^ {1}",
+    "shift_left": "ts::shift_left<{A}>({0}, {1})", "shift_right": "ts::shift_right<{A}>({0}, {1})",
+}  # fmt: skip
+
+BOOL_CPP = {"add": "{0} || {1}", "mul": "{0} && {1}", "bitwise_not": "!{0}", "maximum": "{0} || {1}",
+            "minimum": "{0} && {1}"}  # fmt: skip
+
+_COMPLEX = (torch.complex64, torch.complex128)
+
+# Ops whose result is one of their operands (or a bool): a 16-bit result needs no rounding.
+_EXACT = {"where", "neg", "abs", "maximum", "minimum", "floor", "ceil", "round", "trunc", "sign"}
+
+
+def cpp_op(op: Op, args: list[str]) -> str:
+    """The C++ expression of one elementwise op on already-named operands (compute-type values)."""
+    if op.op in RANDOM_OPS:  # philox_rand/philox_randn: cpp_random prints them
+        return random_code(op, args)
+    operand = op.args[-1].dtype
+    fmt = dict(T=cpp_type(op.dtype), A=cpp_type(operand))
+    if op.op == "convert":
+        if op.dtype == torch.bool:
+            return f"({args[0]} != 0)"
+        code = f"static_cast<{fmt['T']}>({args[0]})"
+        return round_code(code, op.dtype) if op.dtype in HALF_DTYPES and operand != op.dtype else code
+    if op.op == "where":
+        return f"{args[0]} ? {args[1]} : {args[2]}"
+    if operand == torch.bool and op.op in BOOL_CPP:
+        return BOOL_CPP[op.op].format(*args)
+    if op.op == "bitwise_not":
+        return f"~{args[0]}"
+    if len(args) == 1 and op.op in LIBM_UNARY:
+        if not operand.is_floating_point and op.op in _ROUNDING:
+            return args[0]
+        a = fmt["A"] if fmt["A"] in ("float", "double") else "double"
+        arg = f"static_cast<{a}>({args[0]})"
+        if op.op == "cos":
+            # g++ merges sin(x) and cos(x) of one loop into a scalar sincos call, and then the whole
+            # loop stays scalar (16x slower, measured by H8); x + 0 is exact for cos and keeps them apart.
+            arg = f"({arg} + {a}(0))"
+        code = f"{libm_call(LIBM_UNARY[op.op], a)}({arg})"
+        return round_code(code, op.dtype) if op.dtype in HALF_DTYPES else code
+    if op.op == "div" and not operand.is_floating_point and operand not in (torch.bool, *_COMPLEX):
+        # Integer division checks its divisor (cpp_prelude's int_div): zero raises after the kernel.
+        return f"ts::int_div<{fmt['A']}>({args[0]}, {args[1]})"
+    table = UNARY_CPP if len(args) == 1 else BINARY_CPP
+    if op.op not in table:
+        raise CodegenError(f"no C++ form for elementwise op {op.op!r} with {len(args)} operands")
+    real = fmt["A"] if fmt["A"] in ("float", "double") else "double"
+    code = table[op.op].format(*args, sqrt=libm_call("sqrt", real), atan2=libm_call("atan2", real), **fmt)
+    if op.dtype in HALF_DTYPES and op.op not in _EXACT:
+        # Eager computes a 16-bit op in float and rounds its result; so do we, op by op.
+        code = round_code(code, op.dtype)
+    return code
+
+
+class BodyWriter:
+    """Writes the statements computing expressions, one named temporary per distinct subexpression.
+
+    With `inner_var` (the loop variable of the innermost loop) and a `hoisted` list, subexpressions
+    that do not depend on that loop (a softmax row's max and sum, a scalar operand) are written to
+    `hoisted` instead, for the caller to place before the loop: computed once per row, and the loop
+    vectorizes (GCC gives up on a simd loop that reloads an element its own kernel stores)."""
+
+    def __init__(
+        self,
+        pointer_of: dict[str, str],
+        lines: list[str],
+        indent: str,
+        counter: list[int],
+        inner_var=None,
+        hoisted: list[str] | None = None,
+        hoisted_indent: str = "",
+    ):
+        self.pointer_of, self.lines, self.indent, self.counter = pointer_of, lines, indent, counter
+        self.inner_var, self.hoisted, self.hoisted_indent = inner_var, hoisted, hoisted_indent
+        self.names: dict[Expr, str] = {}
+
+    def _invariant(self, expr: Expr) -> bool:
+        """Whether `expr` is the same in every iteration of the inner loop (so it can be hoisted)."""
+        if self.hoisted is None:
+            return False
+        if isinstance(expr, (Load, IndexValue)):
+            index = expr.index if isinstance(expr, Load) else expr.expr
+            # Temporaries (`t<k>`, bound by indirect loads inside the loop) vary like the loop var.
+            return not any(
+                s == self.inner_var or (s.name[:1] == "t" and s.name[1:].isdigit())
+                for s in sympy.sympify(index).free_symbols
+            )
+        if isinstance(expr, Op):
+            return all(self._invariant(a) for a in expr.args)
+        return isinstance(expr, Constant)
+
+    def _by_reciprocal(self, expr: Expr) -> bool:
+        """Whether `expr` divides loop-varying values by a loop invariant that is not a constant (a
+        softmax row's sum): multiplied by the reciprocal, computed once before the loop. A vector
+        division costs several times a multiplication (softmax's 1024-wide rows: 10% of the kernel);
+        eager's softmax multiplies by the reciprocal too. Constants stay divisions (GCC already
+        multiplies where that is exact: by powers of two)."""
+        return (
+            isinstance(expr, Op)
+            and expr.op == "div"
+            and expr.dtype in (torch.float32, torch.float64)
+            and expr.args[1].dtype == expr.dtype
+            and not isinstance(expr.args[1], Constant)
+            and self._invariant(expr.args[1])
+            and not self._invariant(expr.args[0])
+        )
+
+    def _reciprocal(self, divisor: Expr) -> str:
+        """`r * s` names, hoisted: `x / y == (x * r) * s` with r = 1 / (y * s), where s = 2^64 for
+        |y| < 2^-100 (whose plain reciprocal would overflow to inf) and 1 otherwise (exact)."""
+        y, t = self.value(divisor), cpp_type(divisor.dtype)
+        k = self.counter[0]
+        self.counter[0] += 1
+        big = "18446744073709551616.0" + ("f" if t == "float" else "")
+        tiny = "7.888609052210118e-31" + ("f" if t == "float" else "")
+        self.hoisted.append(
+            f"{self.hoisted_indent}const {t} s{k} = ts::abs({y}) < {tiny} ? {t}({big}) : {t}(1); "
+            f"const {t} r{k} = {t}(1) / ({y} * s{k});"
+        )
+        return f"r{k} * s{k}"
+
+    def value(self, expr: Expr) -> str:
+        """The name (or literal) holding `expr`, writing the statements that compute it first."""
+        if expr in self.names:
+            return self.names[expr]
+        if isinstance(expr, Load):
+            code = load_code(f"{self.pointer_of[expr.buffer]}[{cpp_index(expr.index)}]", expr.dtype)
+        elif isinstance(expr, Constant):
+            return cpp_constant(expr.value, expr.dtype)
+        elif isinstance(expr, IndexValue):
+            code = f"static_cast<{cpp_type(expr.dtype)}>({cpp_index(expr.expr)})"
+            code = round_code(code, expr.dtype) if expr.dtype in HALF_DTYPES else code
+        elif isinstance(expr, Indirect):
+            # A load at an index read from data (gather, index): cpp_indirect checks and binds it.
+            name = emit_indirect(self, expr)
+            self.names[expr] = name
+            return name
+        elif self._by_reciprocal(expr):
+            code = f"{self.value(expr.args[0])} * {self._reciprocal(expr.args[1])}"
+        else:
+            code = cpp_op(expr, [self.value(a) for a in expr.args])
+        name = f"t{self.counter[0]}"
+        self.counter[0] += 1
+        statement = f"{cpp_type(expr.dtype)} {name} = {code};"
+        if self._invariant(expr):
+            self.hoisted.append(f"{self.hoisted_indent}{statement}")
+        else:
+            self.lines.append(f"{self.indent}{statement}")
+        self.names[expr] = name
+        return name

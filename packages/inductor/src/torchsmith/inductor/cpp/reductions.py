@@ -1,0 +1,269 @@
+"""C++ for `Reduction` bodies: chunked vector partials, per-thread partials, Welford, argmax/argmin.
+
+The innermost reduction dim is cut into chunks of `CHUNK` elements. Each chunk is one
+`#pragma omp simd` loop reducing into a fresh partial (so float sums run 8/16 lanes of float
+partial sums), and the chunk's partial is combined into the kernel's running state. For a float32
+sum the state is a double: one double add per 4096 elements costs nothing, and the two-level
+(lanes, then chunks) summation keeps the error below eager's cascade sum without a double per element.
+
+Welford: a chunk computes its sum, its mean, and the sums of deviations and squared deviations from
+that mean (a second, vectorized pass over the chunk while it sits in L1; the deviations' sum corrects
+the rounding of the float mean), and Chan's formula merges
+(count, mean, M2) into the state. So variance is one pass over memory, shifted per chunk (exact on
+data with a large mean and a small spread), and still vectorized.
+
+When the outer loops have too little work to thread (`x.sum()`), the reduction itself is split: the
+chunks (and outer reduction dims) are divided among OpenMP threads with a static schedule, each
+thread keeps its own state, and the states are combined in thread order (deterministic results).
+
+Reduction types (loop_ir.REDUCTION_TYPES): sum, prod, max, min (nan propagates), welford_mean and
+welford_m2 (the mean and the sum of squared deviations of the same value; a group holding both with
+equal ranges and value computes them together), argmax and argmin (int64 index into the reduction
+ranges flattened row-major; first index on ties; the first nan wins, as torch does).
+"""
+
+import sympy
+import torch
+
+from torchsmith.inductor.cpp.dtypes import cpp_limit, cpp_type, store_code
+from torchsmith.inductor.cpp.expr import BodyWriter, cpp_index
+from torchsmith.inductor.errors import CodegenError
+from torchsmith.inductor.loop_ir.program import Reduction, reduction_vars
+
+CHUNK = 4096
+# Per-thread partial states live in fixed arrays of this many entries (threads beyond it are not used).
+MAX_THREADS = 64
+
+
+def _state(kind: str, value_dtype: torch.dtype, result_dtype: torch.dtype) -> list[tuple[str, str, str]]:
+    """The running state of a reduction: (suffix, C++ type, initial value) per variable."""
+    v = cpp_type(value_dtype)
+    floating = value_dtype.is_floating_point
+    if kind in ("sum", "prod"):
+        p = cpp_type(result_dtype)
+        acc = "double" if p == "float" and kind == "sum" else p
+        return [("s", acc, "0" if kind == "sum" else "1")]
+    if kind in ("max", "min"):
+        if value_dtype == torch.bool:
+            return [("s", "bool", "false" if kind == "max" else "true")]
+        init = cpp_limit(value_dtype, "lowest" if kind == "max" else "max")
+        return [("s", v, init), ("nan", "bool", "false")] if floating else [("s", v, init)]
+    if kind in ("welford_mean", "welford_m2"):
+        if not floating:
+            raise CodegenError(f"a {kind} reduction needs a floating-point value, got {value_dtype}")
+        return [("n", "double", "0"), ("mean", "double", "0"), ("m2", "double", "0")]
+    if kind in ("argmax", "argmin"):
+        return [
+            ("v", v, cpp_limit(value_dtype, "lowest" if kind == "argmax" else "max")),
+            ("i", "int64_t", "0"),
+        ]
+    raise CodegenError(f"unknown reduction type {kind!r}")
+
+
+def _combine(kind: str, dst: str, src: str, value_dtype: torch.dtype) -> str:
+    """The statement merging state `src` (a later part of the reduction) into state `dst`."""
+    if kind == "sum":
+        return f"{dst}_s += {src}_s;"
+    if kind == "prod":
+        return f"{dst}_s *= {src}_s;"
+    if kind in ("max", "min"):
+        if value_dtype == torch.bool:
+            return f"{dst}_s = {dst}_s {'||' if kind == 'max' else '&&'} {src}_s;"
+        cmp = ">" if kind == "max" else "<"
+        code = f"{dst}_s = {src}_s {cmp} {dst}_s ? {src}_s : {dst}_s;"
+        return code + (f" {dst}_nan = {dst}_nan || {src}_nan;" if value_dtype.is_floating_point else "")
+    if kind.startswith("welford"):
+        return f"ts::welford_combine({dst}_n, {dst}_mean, {dst}_m2, {src}_n, {src}_mean, {src}_m2);"
+    is_max = "true" if kind == "argmax" else "false"
+    return (
+        f"if (ts::arg_better<{is_max}>({src}_v, {src}_i, {dst}_v, {dst}_i)) "
+        f"{{ {dst}_v = {src}_v; {dst}_i = {src}_i; }}"
+    )
+
+
+def _result(kind: str, acc: str, value_dtype: torch.dtype, dtype: torch.dtype) -> str:
+    """The final value of state `acc` for a reduction of `kind`, in `dtype`'s compute type."""
+    t = cpp_type(dtype)
+    if kind in ("sum", "prod"):
+        return f"static_cast<{t}>({acc}_s)"
+    if kind in ("max", "min"):
+        if value_dtype.is_floating_point:
+            return f"({acc}_nan ? {cpp_limit(dtype, 'nan')} : {acc}_s)"
+        return f"{acc}_s"
+    if kind.startswith("welford"):
+        # An empty reduction has no mean: torch gives nan for both.
+        part = "mean" if kind == "welford_mean" else "m2"
+        return f"({acc}_n > 0 ? static_cast<{t}>({acc}_{part}) : {cpp_limit(dtype, 'nan')})"
+    return f"{acc}_i"
+
+
+class ReductionEmitter:
+    """Writes one reduction (or a welford mean/M2 pair sharing its value) into `lines`."""
+
+    def __init__(self, body: Reduction, pointer_of, lines: list[str], counter: list[int]):
+        self.body, self.pointer_of, self.lines, self.counter = body, pointer_of, lines, counter
+        self.kind = "welford" if body.reduction_type.startswith("welford") else body.reduction_type
+        self.value_dtype = body.value.dtype
+        self.acc = f"a{counter[0]}"
+        counter[0] += 1
+        self.rvars = reduction_vars(len(body.reduction_ranges))
+
+    # ---- pieces ------------------------------------------------------------------------------------
+
+    def _value(self, indent: str, hoisted: list[str] | None = None, hoisted_indent: str = "") -> str:
+        writer = BodyWriter(
+            self.pointer_of, self.lines, indent, self.counter, self.rvars[-1], hoisted, hoisted_indent
+        )
+        return writer.value(self.body.value)
+
+    def _simd_loop(self, indent: str, lo: str, hi: str, clause: str, update) -> None:
+        """A vectorized loop of the innermost reduction var over [lo, hi); `update(value)` -> stmt.
+        What does not depend on the loop var is computed once, before the loop."""
+        v = self.rvars[-1]
+        start = len(self.lines)
+        self.lines.append(f"{indent}#pragma omp simd {clause}".rstrip())
+        self.lines.append(f"{indent}for (int64_t {v} = {lo}; {v} < {hi}; ++{v}) {{")
+        hoisted: list[str] = []
+        self.lines.append(f"{indent}  {update(self._value(indent + '  ', hoisted, indent))}")
+        self.lines.append(f"{indent}}}")
+        self.lines[start:start] = hoisted
+
+    def _chunk(self, indent: str, lo: str, hi: str, state_kind: str) -> None:
+        """Reduce elements [lo, hi) of the innermost reduction dim into the state `self.acc`."""
+        a, vd = self.acc, self.value_dtype
+        p = f"{a}p"
+        if state_kind in ("sum", "prod"):
+            t, op = cpp_type(self._result_dtype), "+" if state_kind == "sum" else "*"
+            self.lines.append(f"{indent}{t} {p}_s = {0 if op == '+' else 1};")
+            self._simd_loop(indent, lo, hi, f"reduction({op}:{p}_s)", lambda v: f"{p}_s {op}= {v};")
+        elif state_kind in ("max", "min") and vd == torch.bool:
+            op = "|" if state_kind == "max" else "&"
+            init = "false" if state_kind == "max" else "true"
+            self.lines.append(f"{indent}bool {p}_s = {init};")
+            self._simd_loop(indent, lo, hi, f"reduction({op}:{p}_s)", lambda v: f"{p}_s = {p}_s {op} {v};")
+        elif state_kind in ("max", "min"):
+            for suffix, t, init in _state(state_kind, vd, vd):
+                # An int flag, not a bool: its lanes match the float lanes (a bool flag made GCC mix
+                # 64 byte-lanes with 16 float-lanes, and the max loop ran at a third of the speed).
+                t, init = ("int32_t", "0") if suffix == "nan" else (t, init)
+                self.lines.append(f"{indent}{t} {p}_{suffix} = {init};")
+            cmp = ">" if state_kind == "max" else "<"
+            clause = f"reduction({state_kind}:{p}_s)"
+
+            def update(v):
+                code = f"{p}_s = {v} {cmp} {p}_s ? {v} : {p}_s;"
+                # Lanes combine with OpenMP's max, which may drop a nan: keep a nan flag beside it.
+                return code + (f" {p}_nan = {p}_nan | ({v} != {v});" if vd.is_floating_point else "")
+
+            if vd.is_floating_point:
+                clause += f" reduction(|:{p}_nan)"
+            self._simd_loop(indent, lo, hi, clause, update)
+        elif state_kind == "welford":
+            t = cpp_type(vd)
+            self.lines.append(f"{indent}{t} {p}_sum = 0;")
+            self._simd_loop(indent, lo, hi, f"reduction(+:{p}_sum)", lambda v: f"{p}_sum += {v};")
+            self.lines.append(f"{indent}const {t} {p}_cnt = static_cast<{t}>({hi} - {lo});")
+            self.lines.append(f"{indent}const {t} {p}_cm = {p}_sum / {p}_cnt;")
+            self.lines.append(f"{indent}{t} {p}_q = 0, {p}_e = 0;")
+            self._simd_loop(
+                indent, lo, hi, f"reduction(+:{p}_q, {p}_e)",
+                lambda v: f"{{ const {t} d = {v} - {p}_cm; {p}_q += d * d; {p}_e += d; }}",
+            )  # fmt: skip
+            # `cm` carries the rounding error of the float sum; the deviations' own sum `e` corrects
+            # mean and M2 for it (M2 about cm = M2 about the mean + e^2/n).
+            self.lines.append(
+                f"{indent}ts::welford_combine({a}_n, {a}_mean, {a}_m2, {p}_cnt, "
+                f"{p}_cm + static_cast<double>({p}_e) / {p}_cnt, "
+                f"{p}_q - static_cast<double>({p}_e) * {p}_e / {p}_cnt);"
+            )
+            return
+        else:  # argmax / argmin: a scalar scan in index order
+            v = self.rvars[-1]
+            self.lines.append(f"{indent}for (int64_t {v} = {lo}; {v} < {hi}; ++{v}) {{")
+            value = self._value(indent + "  ")
+            self.lines.append(f"{indent}  const int64_t {p}_i = {cpp_index(self._linear_index())};")
+            self.lines.append(f"{indent}  const {cpp_type(vd)} {p}_v = {value};")
+            self.lines.append(f"{indent}  {_combine(state_kind, a, p, vd)}")
+            self.lines.append(f"{indent}}}")
+            return
+        self.lines.append(f"{indent}{_combine(state_kind, a, p, vd)}")
+
+    def _linear_index(self) -> sympy.Expr:
+        index, stride = sympy.Integer(0), sympy.Integer(1)
+        for v, r in reversed(list(zip(self.rvars, self.body.reduction_ranges))):
+            index, stride = index + v * stride, stride * r
+        return index
+
+    # ---- the whole reduction ----------------------------------------------------------------------
+
+    def emit(self, indent: str, stores: list[tuple[str, str, torch.dtype]], parallel_if: str | None) -> None:
+        """Reduce, then store: `stores` is (reduction type, target element, dtype) per output.
+        `parallel_if`: None for one thread, else the C++ condition ("" = always) for splitting
+        the reduction among threads."""
+        kind, vd = self.kind, self.value_dtype
+        self._result_dtype = stores[0][2]
+        state_kind = stores[0][0] if kind != "welford" else "welford"
+        state = _state(stores[0][0], vd, self._result_dtype)
+        a, lines = self.acc, self.lines
+        for suffix, t, init in state:
+            lines.append(f"{indent}{t} {a}_{suffix} = {init};")
+        ranges = self.body.reduction_ranges
+        last = cpp_index(ranges[-1])
+        if parallel_if is None:
+            for depth, (v, r) in enumerate(zip(self.rvars[:-1], ranges[:-1])):
+                lines.append(f"{indent}{'  ' * depth}for (int64_t {v} = 0; {v} < {cpp_index(r)}; ++{v}) {{")
+            inner = indent + "  " * (len(ranges) - 1)
+            c = f"{a}c"
+            lines.append(f"{inner}for (int64_t {c} = 0; {c} < {last}; {c} += {CHUNK}) {{")
+            self._chunk(inner + "  ", c, f"ts::imin({c} + {CHUNK}, {last})", state_kind)
+            lines.append(f"{inner}}}")
+            for depth in reversed(range(len(ranges) - 1)):
+                lines.append(f"{indent}{'  ' * depth}}}")
+        else:
+            self._emit_parallel(indent, state, state_kind, parallel_if)
+        for kind_k, target, dtype in stores:
+            lines.append(f"{indent}{target} = {store_code(_result(kind_k, a, vd, dtype), dtype)};")
+
+    def _emit_parallel(self, indent: str, state, state_kind: str, parallel_if: str) -> None:
+        a, lines, ranges = self.acc, self.lines, self.body.reduction_ranges
+        last = cpp_index(ranges[-1])
+        lines.append(f"{indent}{{")
+        i2 = indent + "  "
+        lines.append(f"{i2}const int64_t {a}_chunks = ({last} + {CHUNK - 1}) / {CHUNK};")
+        work = " * ".join([cpp_index(r) for r in ranges[:-1]] + [f"{a}_chunks"])
+        lines.append(f"{i2}const int64_t {a}_work = {work};")
+        for suffix, t, _ in state:
+            lines.append(f"{i2}{t} {a}_{suffix}_part[{MAX_THREADS}];")
+        lines.append(f"{i2}int {a}_threads = 1;")
+        condition = f" if({parallel_if})" if parallel_if else ""
+        lines.append(f"{i2}#pragma omp parallel num_threads(ts::threads({MAX_THREADS})){condition}")
+        lines.append(f"{i2}{{")
+        i3 = i2 + "  "
+        t_acc = f"{a}t"
+        for suffix, t, init in state:
+            lines.append(f"{i3}{t} {t_acc}_{suffix} = {init};")
+        lines.append(f"{i3}#pragma omp for schedule(static)")
+        w = f"{a}_w"
+        lines.append(f"{i3}for (int64_t {w} = 0; {w} < {a}_work; ++{w}) {{")
+        i4 = i3 + "  "
+        # Decode the flat work index: chunk of the innermost dim, then the outer reduction dims.
+        lines.append(f"{i4}const int64_t {a}c = ({w} % {a}_chunks) * {CHUNK};")
+        lines.append(f"{i4}int64_t {a}_rest = {w} / {a}_chunks;")
+        for v, r in reversed(list(zip(self.rvars[:-1], ranges[:-1]))):
+            lines.append(f"{i4}const int64_t {v} = {a}_rest % {cpp_index(r)};")
+            lines.append(f"{i4}{a}_rest /= {cpp_index(r)};")
+        saved, self.acc = self.acc, t_acc
+        self._chunk(i4, f"{a}c", f"ts::imin({a}c + {CHUNK}, {last})", state_kind)
+        self.acc = saved
+        lines.append(f"{i3}}}")
+        lines.append(f"{i3}const int {a}_tid = omp_get_thread_num();")
+        lines.append(f"{i3}if ({a}_tid == 0) {a}_threads = omp_get_num_threads();")
+        for suffix, _, _ in state:
+            lines.append(f"{i3}{a}_{suffix}_part[{a}_tid] = {t_acc}_{suffix};")
+        lines.append(f"{i2}}}")
+        lines.append(f"{i2}for (int {a}_k = 0; {a}_k < {a}_threads; ++{a}_k) {{")
+        for suffix, t, _ in state:
+            lines.append(f"{i2}  const {t} {a}k_{suffix} = {a}_{suffix}_part[{a}_k];")
+        lines.append(f"{i2}  {_combine(state_kind, a, f'{a}k', self.value_dtype)}")
+        lines.append(f"{i2}}}")
+        lines.append(f"{indent}}}")

@@ -1,0 +1,1 @@
+"""Loop IR -> kernels: the fusion scheduler (groups and the decision behind each) and memory planning."""

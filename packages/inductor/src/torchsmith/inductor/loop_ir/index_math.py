@@ -1,0 +1,172 @@
+"""Index arithmetic for the scheduler: recover per-dim indices from a flat load index.
+
+The loop IR stores flat element offsets (`1024*i0 + r0`). To inline a producer into a consumer, or to
+check that a fused consumer reads only what the current outer iteration wrote, the scheduler needs the
+producer's per-dim indices `(i0, r0)`. Recovering them with floordiv/mod is always correct but leaves
+index arithmetic in inner loops (and sympy cannot fold it back without the variables' ranges), so
+`split_index` instead reads the flat index as a sum of `coefficient * variable` terms and gives each
+term to the dim whose stride divides it, checking with the variables' ranges that no dim can overflow
+into the next (no carries): then the split is exact and every index stays affine.
+"""
+
+from functools import lru_cache
+
+import sympy
+
+from torchsmith.inductor.loop_ir.program import (
+    ComputedBuffer,
+    Expr,
+    Indirect,
+    Load,
+    Op,
+    index_vars,
+    is_loop_var_name,
+    reduction_vars,
+)
+from torchsmith.ir.symbolic import compare
+from torchsmith.ir.types import contiguous_strides
+
+
+def variable_ranges(buffer: ComputedBuffer) -> dict[sympy.Symbol, object]:
+    """The range of each loop variable of `buffer`'s body (`i<k>` and, for a reduction, `r<k>`)."""
+    body = buffer.body
+    ranges = dict(zip(index_vars(len(body.ranges)), body.ranges))
+    reduction_ranges = getattr(body, "reduction_ranges", ())
+    ranges.update(zip(reduction_vars(len(reduction_ranges)), reduction_ranges))
+    return ranges
+
+
+def _quotient(term, stride):
+    """`term / stride` when stride divides term (a polynomial with integer coefficients), else None."""
+    q = sympy.cancel(sympy.sympify(term) / sympy.sympify(stride))
+    if q.is_Integer:
+        return q
+    if sympy.fraction(q)[1] != 1 or not q.free_symbols:
+        return None
+    try:
+        coefficients = sympy.Poly(q, *sorted(q.free_symbols, key=str)).coeffs()
+    except sympy.PolynomialError:
+        return None
+    return q if all(c.is_Integer for c in coefficients) else None
+
+
+_PYTHON_COMPARE = {"<=": int.__le__, ">=": int.__ge__, ">": int.__gt__, "==": int.__eq__}
+
+
+def _holds(op: str, a, b) -> bool:
+    a, b = sympy.sympify(a), sympy.sympify(b)
+    if a.is_Integer and b.is_Integer:  # the common static case, without sympy's relational machinery
+        return _PYTHON_COMPARE[op](int(a), int(b))
+    return compare(op, sympy.expand(a), sympy.expand(b)) is True
+
+
+def split_index(index, shape, strides, ranges: dict) -> tuple | None:
+    """The per-dim indices `(j0, j1, ...)` with `index == sum(j_k * strides[k])` for every value of the
+    loop variables in `ranges` (`{var: size}`), each `0 <= j_k < shape[k]` and affine; None when no
+    such exact split exists (a carry between dims, a non-affine index, an unknown variable).
+
+    >>> split_index(1024*i0 + r0, (256, 1024), (1024, 1), {i0: 256, r0: 1024})  # doctest: +SKIP
+    (i0, r0)
+    """
+    # Cached: inlining asks twice per load site (decide, then rewrite), grouping once more.
+    return _split_index(sympy.sympify(index), tuple(shape), tuple(strides), tuple(ranges.items()))
+
+
+@lru_cache(maxsize=4096)
+def _split_index(index, shape, strides, ranges_items) -> tuple | None:
+    ranges = dict(ranges_items)
+    strides = tuple(strides)
+    row_major = contiguous_strides(tuple(shape))
+    if any(d != 1 and not _holds("==", s, c) for s, c, d in zip(strides, row_major, shape)):
+        return None  # only row-major buffers: their dims are ordered by stride
+    # A variable of a one-iteration loop is 0: dropped, it cannot land in another dim (`512*i0` of a
+    # [1, 2, 16, 16] buffer is not `2*i0` of dim 1).
+    unit = {v: 0 for v, size in ranges.items() if size == 1}
+    index = sympy.expand(sympy.sympify(index).xreplace(unit))
+    loop_vars = [s for s in index.free_symbols if is_loop_var_name(s.name)]
+    if any(v not in ranges for v in loop_vars):
+        return None
+    terms = []  # (quotient-to-be-assigned term, its largest value)
+    rest = index
+    for v in loop_vars:
+        coefficient = index.coeff(v, 1)
+        if coefficient == 0 or coefficient.free_symbols & set(loop_vars):
+            return None
+        terms.append((coefficient, v, ranges[v]))
+        rest = rest - coefficient * v
+    rest = sympy.expand(rest)
+    if rest.free_symbols & set(loop_vars):
+        return None  # floordiv/mod of a loop variable, or a product of two
+    dims = [k for k, d in enumerate(shape) if d != 1]
+    parts: list = [sympy.Integer(0)] * len(shape)
+    largest: list = [sympy.Integer(0)] * len(shape)
+    constants: list = [sympy.Integer(0)] * len(shape)
+    for coefficient, v, size in terms:
+        for k in dims:
+            q = _quotient(coefficient, strides[k])
+            if q is not None:
+                if not _holds(">", q, 0):
+                    return None
+                parts[k] += q * v
+                largest[k] += q * (size - 1)
+                break
+        else:
+            return None
+    constant_terms = [rest] if rest.is_Integer else list(sympy.Add.make_args(rest))
+    for term in constant_terms:
+        if term == 0:
+            continue
+        for k in dims:
+            if term.is_Integer and strides[k] != 0 and sympy.sympify(strides[k]).is_Integer:
+                q = sympy.Integer(int(term) // int(strides[k]))
+                if q == 0:
+                    continue
+                term = term - q * strides[k]
+                parts[k] += q
+                largest[k] += q
+                constants[k] += q
+                if term == 0:
+                    break
+                continue
+            q = _quotient(term, strides[k])
+            if q is not None:
+                parts[k] += q
+                largest[k] += q
+                constants[k] += q
+                break
+        else:
+            if term != 0:
+                return None
+    for k, d in enumerate(shape):
+        if not _holds("<=", largest[k], sympy.sympify(d) - 1):
+            return None  # this dim can overflow into the next one: the split would be wrong
+        if not _holds(">=", constants[k], 0):
+            return None
+    return tuple(sympy.expand(p) for p in parts)
+
+
+# Library calls cost several simple arithmetic ops even when vectorized: measured on softmax [256, 1024]
+# (2 cores), recomputing exp(x - max) in the division loop was 30% slower than storing it once per row.
+EXPENSIVE_OPS = frozenset(
+    "exp exp2 expm1 log log2 log10 log1p tanh sinh cosh sin cos tan asin acos atan asinh acosh atanh "
+    "erf erfc lgamma pow atan2 remainder fmod".split()
+)
+EXPENSIVE_OP_COST = 4
+
+
+def count_ops(expr: Expr) -> int:
+    """The cost of evaluating `expr` once, in simple arithmetic ops (a library call such as `exp`
+    counts EXPENSIVE_OP_COST): what inlining duplicates per extra load site."""
+    if isinstance(expr, Op):
+        own = EXPENSIVE_OP_COST if expr.op in EXPENSIVE_OPS else 1
+        return own + sum(count_ops(a) for a in expr.args)
+    if isinstance(expr, Indirect):
+        return 1 + count_ops(expr.value) + count_ops(expr.body)
+    return 0
+
+
+def distinct_loads(expr: Expr, buffer: str) -> list[Load]:
+    """The distinct loads of `buffer` in `expr` (code generation computes a repeated one once)."""
+    from torchsmith.inductor.loop_ir.program import loads
+
+    return list(dict.fromkeys(ld for ld in loads(expr) if ld.buffer == buffer))

@@ -1,0 +1,224 @@
+"""Inlining of pointwise producers: a `LoopProgram -> LoopProgram` pass, the first half of fusion.
+
+A `ComputedBuffer` with a `Pointwise` body that no graph output and no extern call reads is written
+into the expressions of its consumers instead of memory: `load(exp, 1024*i0 + r0)` becomes
+`exp(sub(load(x, 1024*i0 + r0), load(amax, i0)))`. The flat load index is split back into the
+producer's per-dim indices (`index_math.split_index`), so every index stays affine.
+
+It refuses (and records why) when that would cost more than it saves:
+- the producer's value is computed once per load site, so an expensive producer read at several
+  sites (cost x sites > MAX_DUPLICATED_OPS) stays a buffer;
+- a consumer that reads it broadcast (a smaller producer, e.g. a row statistic read per element)
+  would recompute it per element; it stays a buffer (the scheduler puts it in the consumer's kernel);
+- a load whose index does not split into per-dim affine indices (reshapes across dims) stays a load;
+- a producer that gathers (`Indirect`) stays a buffer: its index check runs once per element.
+"""
+
+from dataclasses import replace
+
+import sympy
+
+from torchsmith.inductor.fusion.scheduler import FusionDecision, log_decision
+from torchsmith.inductor.loop_ir.index_math import count_ops, distinct_loads, split_index, variable_ranges
+from torchsmith.inductor.loop_ir.program import (
+    ComputedBuffer,
+    Expr,
+    ExternCall,
+    IndexValue,
+    Indirect,
+    Load,
+    LoopProgram,
+    Op,
+    Pointwise,
+    index_vars,
+    loads,
+    substitute,
+)
+from torchsmith.inductor.loop_ir.simplify import simplify
+from torchsmith.ir.symbolic import format_dim
+
+# A producer computed from loop indices alone (a causal mask: iota, subtract, compare) is inlined even
+# where a consumer reads it broadcast, up to this cost: a few integer vector ops per element cost about
+# what loading its stored value does, and its kernel, buffer and memory traffic go away.
+MAX_INDEX_ONLY_OPS = 4
+# A producer read at several sites is recomputed at each: allowed while cost x sites stays this small
+# (index_math.count_ops: 1 per arithmetic op, 4 per library call). softmax's exp(x - max), read by the
+# sum and by the division, costs 5 x 2 and stays a buffer: its kernel stores it once per row.
+MAX_DUPLICATED_OPS = 8
+
+
+def replace_loads(expr: Expr, fn) -> Expr:
+    """`expr` with every `Load` replaced by `fn(load)` (which returns an expression)."""
+    if isinstance(expr, Load):
+        return fn(expr)
+    if isinstance(expr, Op):
+        return Op(expr.op, tuple(replace_loads(a, fn) for a in expr.args), expr.dtype)
+    if isinstance(expr, Indirect):
+        return Indirect(expr.var, replace_loads(expr.value, fn), expr.size, replace_loads(expr.body, fn))
+    return expr
+
+
+def _has_indirect(expr: Expr) -> bool:
+    if isinstance(expr, Indirect):
+        return True
+    return isinstance(expr, Op) and any(_has_indirect(a) for a in expr.args)
+
+
+def _with_value(buffer: ComputedBuffer, value: Expr) -> ComputedBuffer:
+    return replace(buffer, body=replace(buffer.body, value=simplify(value)))
+
+
+class _NotFlat(Exception):
+    pass
+
+
+def _flat_value(producer: ComputedBuffer, offset) -> Expr | None:
+    """The producer's value at storage `offset` when every load in it reads at `alpha * (its own flat
+    offset) + c` (an elementwise chain over tensors of its layout): then a consumer that reads it
+    through a reshape (`8*i0 + r0` into a [4, 6, 8] buffer) needs no per-dim split. None otherwise."""
+    layout = producer.layout
+    own = index_vars(len(layout.shape))
+    real = [(v, s) for v, s, d in zip(own, layout.strides, layout.shape) if d != 1]
+    if not real:
+        return None
+    unit = {v: 0 for v, d in zip(own, layout.shape) if d == 1}
+    store = sympy.expand(sum((v * s for v, s in real), sympy.Integer(0)))
+    last, last_stride = real[-1]
+
+    def at_offset(load: Load) -> Expr:
+        index = sympy.expand(sympy.sympify(load.index).xreplace(unit))
+        alpha = sympy.cancel(index.coeff(last, 1) / last_stride)
+        rest = sympy.expand(index - alpha * store)
+        if alpha.free_symbols & set(own) or rest.free_symbols & set(own) or sympy.fraction(alpha)[1] != 1:
+            raise _NotFlat
+        return Load(load.buffer, sympy.expand(alpha * offset + rest), load.dtype)
+
+    def walk(expr: Expr) -> Expr:
+        if isinstance(expr, Load):
+            return at_offset(expr)
+        if isinstance(expr, Op):
+            return Op(expr.op, tuple(walk(a) for a in expr.args), expr.dtype)
+        if isinstance(expr, IndexValue) and sympy.sympify(expr.expr).free_symbols & set(own):
+            raise _NotFlat
+        if isinstance(expr, Indirect):
+            raise _NotFlat
+        return expr
+
+    try:
+        return walk(producer.body.value)
+    except _NotFlat:
+        return None
+
+
+def _value_at(producer: ComputedBuffer, load: Load, ranges) -> Expr | None:
+    """The producer's value where `load` reads it: by per-dim split, else by flat offset; None when
+    neither keeps the indices affine."""
+    layout = producer.layout
+    split = split_index(load.index, layout.shape, layout.strides, ranges)
+    if split is not None:
+        return substitute(producer.body.value, dict(zip(index_vars(len(layout.shape)), split)))
+    return _flat_value(producer, load.index)
+
+
+def _refusal(producer: ComputedBuffer, consumers, reads_elsewhere: list[str]) -> str | None:
+    """Why `producer` must stay a buffer, or None when it can be inlined into all `consumers`."""
+    if reads_elsewhere:
+        return f"read by {', '.join(reads_elsewhere)}, which need it in memory"
+    if _has_indirect(producer.body.value):
+        return "it gathers through an indirect index, checked once per computed element"
+    layout = producer.layout
+    ops = count_ops(producer.body.value)
+    sites = 0
+    for consumer in consumers:
+        ranges = variable_ranges(consumer)
+        for load in distinct_loads(consumer.body.value, producer.name):
+            sites += 1
+            if _value_at(producer, load, ranges) is None:
+                return (
+                    f"{consumer.name} reads it at {format_dim(load.index)}, which does not split into "
+                    f"per-dim affine indices of {list(map(format_dim, layout.shape))}"
+                )
+            used = sympy.sympify(load.index).free_symbols
+            broadcast = [v for v, size in ranges.items() if size != 1 and v not in used]
+            index_only = not loads(producer.body.value) and ops <= MAX_INDEX_ONLY_OPS
+            if broadcast and ops and not index_only:
+                along = ", ".join(sorted(map(str, broadcast)))
+                return (
+                    f"{consumer.name} reads it broadcast along {along}: inlined, its ops (cost {ops}) would "
+                    "run once per element instead of once per value"
+                )
+    if sites > 1 and ops * sites > MAX_DUPLICATED_OPS:
+        return (
+            f"cost {ops} x {sites} load sites > {MAX_DUPLICATED_OPS}: recomputing it costs more than storing "
+            "it once (in a fused kernel, a row stays in cache)"
+        )
+    return None
+
+
+def _inline_into(consumer: ComputedBuffer, producer: ComputedBuffer) -> ComputedBuffer:
+    ranges = variable_ranges(consumer)
+
+    def value_at(load: Load) -> Expr:
+        if load.buffer != producer.name:
+            return load
+        value = _value_at(producer, load, ranges)
+        assert value is not None, (producer.name, load)  # _refusal checked every load site
+        return value
+
+    return _with_value(consumer, replace_loads(consumer.body.value, value_at))
+
+
+def _reads(buffer) -> set[str]:
+    if isinstance(buffer, ExternCall):
+        return {arg.buffer for arg in buffer.args}
+    return {load.buffer for load in loads(buffer.body.value)}
+
+
+def inline_pointwise(program: LoopProgram) -> tuple[LoopProgram, list[FusionDecision]]:
+    """`program` with cheap pointwise producers computed inside their consumers, and one decision
+    (taken or refused, with the reason) per producer and consumer."""
+    # name -> buffer as rewritten so far; no-op ops (iota's `* 1 + 0`) dropped first, so that they
+    # count for nothing in inlining costs.
+    current = {
+        b.name: _with_value(b, b.body.value) if isinstance(b, ComputedBuffer) else b for b in program.buffers
+    }
+    order = [b.name for b in program.buffers]
+    readers: dict[str, list[str]] = {}  # name -> the buffers reading it, in program order
+    for b in program.buffers:
+        for name in sorted(_reads(b)):
+            readers.setdefault(name, []).append(b.name)
+    decisions: list[FusionDecision] = []
+    outputs = {view.buffer for view in program.outputs}
+    removed = set()
+    for name in order:
+        producer = current[name]
+        if not isinstance(producer, ComputedBuffer) or not isinstance(producer.body, Pointwise):
+            continue
+        users = [current[n] for n in readers.get(name, ())]
+        consumers = [u for u in users if isinstance(u, ComputedBuffer)]
+        elsewhere = ["a graph output"] if name in outputs else []
+        elsewhere += [f"extern call {u.name} ({u.kernel})" for u in users if isinstance(u, ExternCall)]
+        if not consumers:
+            continue
+        reason = _refusal(producer, consumers, elsewhere)
+        taken = reason is None
+        if taken:
+            ops = count_ops(producer.body.value)
+            reason = f"its ops (cost {ops}) run in {len(consumers)} consumer(s) instead of a store and loads"
+        for consumer in consumers:
+            decision = FusionDecision("inline", name, consumer.name, taken, reason)
+            decisions.append(decision)
+            log_decision(decision)
+        if not taken:
+            continue
+        removed.add(name)
+        for consumer in consumers:
+            current[consumer.name] = _inline_into(consumer, producer)
+        # The consumers now read what the producer read.
+        for source in _reads(producer):
+            names = readers.setdefault(source, [])
+            names.remove(name)
+            names.extend(c.name for c in consumers if c.name not in names)
+            names.sort(key=order.index)
+    buffers = tuple(current[n] for n in order if n not in removed)
+    return replace(program, buffers=buffers), decisions

@@ -1,0 +1,77 @@
+"""Lowerings of the kept library prims to extern calls of PyTorch's kernels: mm, bmm, convolution
+and scaled dot-product attention (their constant arguments travel in `ExternCall.params`); a bias
+added to an mm result joins the call as `addmm`."""
+
+import dataclasses
+
+import torch
+
+from torchsmith.inductor.loop_ir.program import ExternCall, Layout
+from torchsmith.inductor.lowering.channels_last import lower_convolution_channels_last
+from torchsmith.inductor.lowering.fallback import extern_params
+from torchsmith.inductor.lowering.lower import LoweringContext, register_lowering
+from torchsmith.inductor.lowering.view_refs import ViewRef, strided_ref
+from torchsmith.ir import Node, Value
+from torchsmith.ir.types import TensorType
+
+
+@register_lowering("prims.mm", "prims.bmm")
+def _lower_matmul(ctx: LoweringContext, node: Node) -> ViewRef:
+    (ref,) = ctx.extern(node, node.op, tensors=node.args)
+    t = node.outputs[0].type
+    # Only when asked (lower(addmm=True)): Triton fuses an mm's consumers into its own template.
+    if ctx.fuse_addmm and node.op == "prims.mm" and t.dtype in (torch.float32, torch.float64):
+        ctx.matmuls[node.outputs[0].name] = ref.buffer
+    return ref
+
+
+def fuse_bias_add(ctx: LoweringContext, node: Node) -> ViewRef | None:
+    """`prims.add` of a tensor and the result of a float `prims.mm` read nowhere else (a linear
+    layer's bias, as aten.addmm decomposes): the mm call becomes `torch.addmm(bias, a, b)`, which
+    adds the bias inside the GEMM (eager's own path for nn.Linear) instead of a separate pass.
+    None when `node` is not such an add."""
+    for product, bias in (node.args[::-1], node.args):
+        if not (isinstance(product, Value) and isinstance(bias, Value)):
+            return None
+        if product.name not in ctx.matmuls or ctx.use_count.get(product.name) != 1:
+            continue
+        if not isinstance(bias.type, TensorType) or bias.type.dtype != product.type.dtype:
+            continue
+        out = node.outputs[0].type
+        bias_view = ctx.realize(ctx.ref(bias), f"{node.outputs[0].name}_bias")
+        # Run where the add stands (after the bias is computed); the mm call it replaces goes away.
+        position = next(k for k, b in enumerate(ctx.buffers) if b.name == ctx.matmuls[product.name])
+        matmul = ctx.buffers.pop(position)
+        name = ctx.fresh(node.outputs[0].name)
+        layout = Layout(out.shape, out.strides, out.dtype)
+        origin = f"{matmul.origin}; {ctx.origin}"
+        ctx.buffers.append(ExternCall(name, layout, "extern.addmm", (bias_view, *matmul.args), origin))
+        return strided_ref(name, out.shape, out.strides, out.dtype)
+    return None
+
+
+@register_lowering("prims.convolution", "prims.scaled_dot_product_attention")
+def _lower_library_call(ctx: LoweringContext, node: Node) -> ViewRef:
+    if ctx.layout is not None and node.outputs[0].name in ctx.layout.convolutions:
+        return lower_convolution_channels_last(ctx, node)
+    # The prim's torch implementation calls aten's kernel (oneDNN convolution, flash attention on CPU).
+    params, kwargs, tensors = extern_params(ctx, node)
+    (ref,) = ctx.extern(node, node.op, params=params, kwargs=kwargs, tensors=tensors)
+    if node.op == "prims.scaled_dot_product_attention":
+        return _heads_last_layout(ctx, ref)
+    return ref
+
+
+def _heads_last_layout(ctx: LoweringContext, ref: ViewRef) -> ViewRef:
+    """A 4-d attention result (B, H, L, E) stored as (B, L, H, E), the order CPU flash attention
+    writes when its query is a head split of a (B, L, H*E) projection (nn.MultiheadAttention,
+    transformers): merging the heads back before the out-projection is then a view, not a copy,
+    and the kernel's result needs no copy into the buffer either."""
+    call = ctx.buffers[-1]
+    shape = call.layout.shape
+    if len(shape) != 4 or not all(isinstance(d, int) for d in shape):
+        return ref
+    batch, heads, length, width = shape
+    strides = (length * heads * width, width, heads * width, 1)
+    ctx.buffers[-1] = dataclasses.replace(call, layout=Layout(shape, strides, call.layout.dtype))
+    return strided_ref(call.name, shape, strides, call.layout.dtype)

@@ -1,0 +1,86 @@
+"""The lowerings of reductions (sum, prod, amax, amin, argmax, argmin, var_mean) to `Reduction` loop
+bodies (see loop_ir.Reduction for the reduction types)."""
+
+import sympy
+import torch
+
+from torchsmith.inductor.loop_ir.program import (
+    Constant,
+    IndexValue,
+    Op,
+    Reduction,
+    index_vars,
+    reduction_vars,
+)
+from torchsmith.inductor.lowering.lower import LoweringContext, register_lowering
+from torchsmith.inductor.lowering.view_refs import ViewRef
+from torchsmith.ir import Node
+
+# ---- reductions ------------------------------------------------------------------------------------
+
+REDUCTION_OF = {"prims.sum": "sum", "prims.prod": "prod", "prims.amax": "max", "prims.amin": "min"}
+
+
+def reduce(
+    ctx: LoweringContext, name: str, src: ViewRef, dims, reduction_type: str, value_of=None
+) -> ViewRef:
+    """A buffer reducing over `dims` of `src` (dropped from the result) the element expression
+    `value_of(indices)` (default: `src` itself at `indices`, the operand's per-dim indices)."""
+    value_of = value_of or src.load
+    kept = [d for d in range(len(src.shape)) if d not in dims]
+    out_vars, red_vars = index_vars(len(kept)), reduction_vars(len(dims))
+    indices = [None] * len(src.shape)
+    for d, v in zip(kept, out_vars):
+        indices[d] = v
+    for d, v in zip(dims, red_vars):
+        indices[d] = v
+    if not dims:
+        return ctx.pointwise(name, src.shape, src.dtype, value_of)
+    value = value_of(indices)
+    shape = tuple(src.shape[d] for d in kept)
+    body = Reduction(shape, tuple(src.shape[d] for d in dims), reduction_type, value)
+    dtype = torch.int64 if reduction_type in ("argmax", "argmin") else value.dtype
+    return ctx.add_buffer(name, shape, dtype, body)
+
+
+@register_lowering(*REDUCTION_OF)
+def _lower_reduction(ctx: LoweringContext, node: Node) -> ViewRef:
+    a, dims = node.args
+    return reduce(ctx, node.outputs[0].name, ctx.ref(a), tuple(dims), REDUCTION_OF[node.op])
+
+
+@register_lowering("prims.argmax", "prims.argmin")
+def _lower_arg_reduction(ctx: LoweringContext, node: Node) -> ViewRef:
+    a, dim = node.args
+    src = ctx.ref(a)
+    kind = node.op.removeprefix("prims.")
+    if not src.shape:  # a 0-d tensor: its only element is at index 0
+        return ctx.pointwise(node.outputs[0].name, (), torch.int64, lambda idx: Constant(0, torch.int64))
+    return reduce(ctx, node.outputs[0].name, src, (dim % len(src.shape),), kind)
+
+
+@register_lowering("prims.var_mean")
+def _lower_var_mean(ctx: LoweringContext, node: Node) -> list[ViewRef]:
+    # One pass: a welford_mean and a welford_m2 reduction of the same value, which the C++ code
+    # generator computes together (one read of the data, per-chunk shifted sums: exact for data with
+    # a large mean and a small spread); the variance is M2 over the corrected count.
+    a, dims, correction = node.args
+    src, dims, dtype = ctx.ref(a), tuple(dims), node.outputs[0].type.dtype
+    var_name, mean_name = (v.name for v in node.outputs)
+    count: sympy.Expr = sympy.Integer(1)
+    for d in dims:
+        count = count * src.shape[d]
+    n = IndexValue(count, dtype)
+    if not dims:
+        mean = ctx.pointwise(mean_name, src.shape, dtype, src.load)
+        zero = ctx.pointwise(f"{var_name}_m2", src.shape, dtype, lambda idx: Constant(0.0, dtype))
+        m2 = zero
+    else:
+        mean = reduce(ctx, mean_name, src, dims, "welford_mean")
+        m2 = reduce(ctx, f"{var_name}_m2", src, dims, "welford_m2")
+    # torch divides by max(n - correction, 0): a non-positive count gives inf or nan, not a negative.
+    denominator = Op(
+        "maximum", (Op("sub", (n, Constant(float(correction), dtype)), dtype), Constant(0.0, dtype)), dtype
+    )
+    var = ctx.pointwise(var_name, m2.shape, dtype, lambda idx: Op("div", (m2.load(idx), denominator), dtype))
+    return [var, mean]

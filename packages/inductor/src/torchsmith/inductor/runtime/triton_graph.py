@@ -1,0 +1,350 @@
+"""The GPU entry point: `compile_graph_triton(graph, example_inputs, options)` compiles an `aten.*`
+or `prims.*` graph on CUDA tensors to Triton kernels and returns a callable with the same contract
+as the C++ backend's `CompiledGraph` (a list of outputs, equal to `interpret(graph, *inputs)`).
+
+    half layer and batch norms in float32 (triton_upcast) -> decompose -> channels-last
+    convolutions (channels_last: options["layout_optimization"], by default for half precision)
+    -> lower -> inline
+    -> widening casts read in place (triton_casts)
+    -> split long narrow reductions (triton_split)
+    -> schedule
+    -> generate_triton (splits groups one kernel cannot hold) -> load -> wrap
+    options["max_autotune"]: matmuls also try the Triton template (triton_matmul), per shape
+    options["triton.cudagraphs"]: the result replays as a CUDA graph (cuda_graphs)
+
+CPU tensors run only under `TRITON_INTERPRET=1` (the interpreter), which is how the tests run here.
+"""
+
+import heapq
+import logging
+import time
+
+import sympy
+import torch
+
+from torchsmith.inductor.errors import LoweringError, RuntimeCallError
+from torchsmith.inductor.fusion.scheduler import schedule
+from torchsmith.inductor.loop_ir.program import ComputedBuffer, ExternCall, LoopProgram, loads
+from torchsmith.inductor.lowering.channels_last import plan_channels_last
+from torchsmith.inductor.lowering.inline import inline_pointwise
+from torchsmith.inductor.lowering.lower import lower
+from torchsmith.inductor.lowering.sink import sink_extern_inputs
+from torchsmith.inductor.runtime.externs import run_extern, tensor_of
+from torchsmith.inductor.runtime.triton_launch import interpreting, load_kernels
+from torchsmith.inductor.runtime.triton_steps import static_steps
+from torchsmith.inductor.runtime.triton_workers import start_workers
+from torchsmith.inductor.triton.casts import inline_widening_casts
+from torchsmith.inductor.triton.codegen import generate_triton, source_hash
+from torchsmith.inductor.triton.split import split_reductions
+from torchsmith.inductor.triton.upcast import upcast_half_norms
+from torchsmith.ir import Graph
+from torchsmith.ir.symbolic import evaluate
+from torchsmith.ir.types import TensorType
+
+code_log = logging.getLogger("torchsmith.inductor.output_code")
+
+
+def ordered_steps(program: LoopProgram, groups) -> list:
+    """Kernels (by group) and extern calls in an order where each runs after what it reads:
+    program order of a step's first buffer, delayed until its inputs exist (a fused group runs
+    when its last outside input is ready)."""
+    step_of, steps = {}, []
+    for k, group in enumerate(groups):
+        steps.append(("kernel", k))
+        for b in group:
+            step_of[b.name] = len(steps) - 1
+    for buffer in program.buffers:
+        if isinstance(buffer, ExternCall):
+            steps.append(("extern", buffer))
+            step_of[buffer.name] = len(steps) - 1
+    position = {b.name: i for i, b in enumerate(program.buffers)}
+    first, deps = [], []
+    for s, (kind, what) in enumerate(steps):
+        members = groups[what] if kind == "kernel" else (what,)
+        first.append(min(position[b.name] for b in members))
+        reads = set()
+        for b in members:
+            reads |= (
+                {a.buffer for a in b.args}
+                if isinstance(b, ExternCall)
+                else {ld.buffer for ld in loads(b.body.value)}
+            )
+        deps.append({step_of[r] for r in reads if r in step_of and step_of[r] != s})
+    users = [[] for _ in steps]
+    for s, ds in enumerate(deps):
+        for d in ds:
+            users[d].append(s)
+    pending = [len(ds) for ds in deps]
+    ready = [(first[s], s) for s in range(len(steps)) if pending[s] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, s = heapq.heappop(ready)
+        order.append(steps[s])
+        for u in users[s]:
+            pending[u] -= 1
+            if pending[u] == 0:
+                heapq.heappush(ready, (first[u], u))
+    if len(order) != len(steps):
+        raise LoweringError(f"graph {program.name}: the kernel groups read each other in a cycle")
+    return order
+
+
+class TritonCompiledGraph:
+    """A callable running a `LoopProgram` with Triton kernels: `compiled(*inputs)` returns the list
+    of outputs. `source` is the generated Python/Triton module, `program` its loop IR."""
+
+    def __init__(self, program, launchers, kernels, source, graph, device, matmul=None, timings=None):
+        self.program, self.source, self.graph, self.device = program, source, graph, device
+        self.kernels = [spec for spec, _ in kernels]
+        # What each step computes, for reports: a kernel's group, or one extern call.
+        self.steps = [tuple(group) for _, group in kernels] + [
+            (b,) for b in program.buffers if isinstance(b, ExternCall)
+        ]
+        self.timings = timings or {}
+        self._matmul = matmul  # max-autotune: a tuned replacement for extern mm calls, or None
+        launch_of = {k: launcher for k, launcher in enumerate(launchers)}
+        groups = [group for _, group in kernels]
+        # max-autotune: matmuls whose consumer may run as the template's epilogue, by consumer name.
+        self.epilogues = {}
+        if matmul is not None:
+            from torchsmith.inductor.triton.mm_epilogue import FusedEpilogue, find_pairs
+
+            pairs = find_pairs(program, groups)
+            self.epilogues = {
+                name: FusedEpilogue(mm, group_of(groups, name)[0], program) for name, mm in pairs.items()
+            }
+        deferred = {fused.mm.name for fused in self.epilogues.values()}
+        self._steps = []
+        for kind, what in ordered_steps(program, groups):
+            if kind == "extern":
+                if what.name not in deferred:  # a deferred product runs at its consumer's step
+                    self._steps.append(("extern", what, None))
+                continue
+            fused = self.epilogues.get(groups[what][0].name)
+            if fused is not None:
+                self._steps.append(("epilogue", launch_of[what], fused))
+                continue
+            spec = launchers[what].spec
+            allocate = [_allocation(b) for b in groups[what] if b.name in spec.writes]
+            self._steps.append(("kernel", launch_of[what], allocate))
+        self._input_types = [(v.name, v.type) for v in graph.inputs]
+        self._compiled_ahead = False
+        # Static graphs check inputs against precomputed signatures: a call is mostly launches.
+        self._signatures = None
+        self._static = None
+        # The device index inputs must be on (-1: the CPU); a graph traced on `cuda` means the
+        # device current at compile time.
+        self._device_index = -1 if device.type == "cpu" else device.index
+        if self._device_index is None:
+            self._device_index = torch.cuda.current_device()
+        if not program.symbols:
+            self._signatures = [
+                (k, t.dtype, torch.Size(_ints(t.shape)), _ints(t.strides))
+                for k, (_, t) in enumerate(self._input_types)
+                if isinstance(t, TensorType)
+            ]
+            # Calls after the first run the steps as closures over their precomputed sizes.
+            steps, outputs = static_steps(program, self._steps, device, matmul)
+            inputs = [(b.name, b.position) for b in program.inputs]
+            self._static = (inputs, steps, outputs)
+
+    def _matches_signatures(self, inputs) -> bool:
+        if self._signatures is None or len(inputs) != self.program.num_graph_inputs:
+            return False
+        # Runs on every call over every input (a model's parameters too): the cheapest reads first,
+        # the device as `get_device()` (an int: -1 on the CPU), dtypes by identity.
+        device_index = self._device_index
+        for k, dtype, shape, strides in self._signatures:
+            x = inputs[k]
+            if x.dtype is not dtype or x.shape != shape or x.stride() != strides:
+                return False
+            if x.get_device() != device_index:
+                return False
+        return True
+
+    def _bind(self, inputs) -> dict:
+        from torchsmith.ir.interpreter import bind_symbols
+
+        if self._matches_signatures(inputs):
+            return {}
+
+        if len(inputs) != self.program.num_graph_inputs:
+            raise RuntimeCallError(
+                f"compiled graph {self.program.name} takes {self.program.num_graph_inputs} inputs, "
+                f"got {len(inputs)}"
+            )
+        bindings = bind_symbols(self.graph, inputs) if self.program.symbols else {}
+        for (name, t), actual in zip(self._input_types, inputs):
+            if isinstance(t, TensorType):
+                shape = tuple(evaluate(s, bindings) for s in t.shape)
+                strides = tuple(evaluate(s, bindings) for s in t.strides)
+                if (
+                    actual.dtype != t.dtype
+                    or tuple(actual.shape) != shape
+                    or not _on(actual.device, self.device)
+                    or any(size != 1 and a != e for size, a, e in zip(shape, actual.stride(), strides))
+                ):
+                    raise RuntimeCallError(
+                        f"input %{name} is {actual.dtype}{list(actual.shape)} on {actual.device} with "
+                        f"strides {actual.stride()}, but {self.program.name} was compiled for {t}; "
+                        "recompile for these inputs"
+                    )
+        return bindings
+
+    def _compile_ahead(self, inputs, bindings: dict, symbols: list) -> None:
+        """Before the first launch, compile every kernel (each config it may be tuned over) in
+        parallel threads instead of one after another as the launches reach them. Buffers not
+        yet computed stand in by their dtype (Triton's warmup takes a dtype for a pointer)."""
+        from torchsmith.inductor.runtime.triton_launch import compile_in_parallel
+
+        self._compiled_ahead = True
+
+        tensors = {b.name: inputs[b.position] for b in self.program.inputs}
+        work = []
+        for kind, what, _ in self._steps:
+            if kind != "kernel":
+                continue
+            spec = what.spec
+            names = spec.writes + spec.reads
+            args = [tensors[n] if n in tensors else _dtype_of(self.program, n) for n in names]
+            numels = what.static_numels or [int(evaluate(n, bindings)) for n in spec.numels]
+            work.append((what, args, symbols, numels))
+        compile_in_parallel(work, self.device)
+
+    def __call__(self, *inputs) -> list[torch.Tensor]:
+        if self._compiled_ahead and self._static is not None and self._matches_signatures(inputs):
+            positions, steps, outputs = self._static
+            tensors = {name: inputs[position] for name, position in positions}
+            for step in steps:
+                step(tensors)
+            return [read(tensors) for read in outputs]
+        bindings = self._bind(inputs)
+        symbols = [bindings[s] for s in self.program.symbols]
+        if not self._compiled_ahead:
+            self._compile_ahead(inputs, bindings, symbols)
+        tensors = {b.name: inputs[b.position] for b in self.program.inputs}
+        for kind, what, allocate in self._steps:
+            if kind == "epilogue":
+                allocate.run(tensors, bindings, what, symbols, self.device)
+                continue
+            if kind == "extern":
+                if self._matmul is not None and what.kernel == "prims.mm":
+                    a, b = (tensor_of(tensors, v, bindings) for v in what.args)
+                    tensors[what.name] = self._matmul(a, b)
+                else:
+                    tensors[what.name] = run_extern(what, tensors, bindings)
+                continue
+            for name, shape, strides, dtype in allocate:
+                if bindings:
+                    shape = [evaluate(d, bindings) for d in shape]
+                    strides = [evaluate(d, bindings) for d in strides]
+                tensors[name] = torch.empty_strided(shape, strides, dtype=dtype, device=self.device)
+            spec = what.spec
+            args = [tensors[n] for n in spec.writes + spec.reads]
+            what.launch(args, symbols, bindings)
+        return [tensor_of(tensors, v, bindings) for v in self.program.outputs]
+
+
+def compile_graph_triton(graph: Graph, example_inputs=None, options: dict | None = None, groups=None):
+    """Compile `graph` (aten or prims, tensors on one CUDA device) to Triton kernels.
+
+    `options` is compile_api's dict (`max_autotune`, `triton.cudagraphs`, ...); `groups` overrides
+    the fusion groups (tests). Returns a callable: `compiled(*inputs) -> list[Tensor]`.
+    """
+    from torchsmith.inductor.cpu_pipeline import to_prims
+
+    options = options or {}
+    timings = {}
+    start = time.perf_counter()
+    prims_graph = to_prims(upcast_half_norms(graph))
+    timings["decompose"] = time.perf_counter() - start
+    devices = {v.type.device for v in prims_graph.values() if isinstance(v.type, TensorType)}
+    device = _single_device(graph.name, devices)
+    if device.type == "cuda" and not interpreting():
+        start_workers()  # they start while this graph lowers: the kernels compile at its first call
+    start = time.perf_counter()
+    layout = None
+    if options.get("layout_optimization", _half_precision_convolutions(prims_graph)):
+        layout = plan_channels_last(prims_graph)
+    program = lower(prims_graph, layout=layout)
+    if groups is None:
+        program, _ = inline_pointwise(program)
+        program = sink_extern_inputs(split_reductions(inline_widening_casts(program)))
+        groups = schedule(program, target="triton").groups
+    groups = [tuple(g) for g in groups]
+    timings["lower"] = time.perf_counter() - start
+    start = time.perf_counter()
+    source, kernels = generate_triton(program, groups)
+    timings["codegen"] = time.perf_counter() - start
+    start = time.perf_counter()
+    digest = source_hash(source)
+    launchers = load_kernels(source, digest, [spec for spec, _ in kernels])
+    timings["load"] = time.perf_counter() - start
+    if code_log.isEnabledFor(logging.INFO):
+        code_log.info("loop IR of %s:\n%s\n\nTriton of %s:\n%s", graph.name, program, graph.name, source)
+    matmul = None
+    if options.get("max_autotune"):
+        from torchsmith.inductor.triton.matmul import tuned_matmul
+
+        matmul = tuned_matmul
+    compiled = TritonCompiledGraph(program, launchers, kernels, source, prims_graph, device, matmul, timings)
+    if options.get("triton.cudagraphs"):
+        from torchsmith.inductor.runtime.cuda_graphs import cudagraphify
+
+        return cudagraphify(compiled, mutated_inputs=options.get("mutated_inputs", ()))
+    return compiled
+
+
+def _half_precision_convolutions(graph: Graph) -> bool:
+    """Channels-last by default only for float16/bfloat16 convolutions. On the H200, cuDNN ran
+    conv_bn_relu's bfloat16 NCHW convolutions as NHWC kernels wrapped in its own transposes (200 us of
+    a 550 us call); in float32 channels-last measured slower (0.84-0.98 vs 0.79 ms per call, input and
+    weights converted on every call)."""
+    return any(
+        node.op == "prims.convolution" and node.outputs[0].type.dtype in (torch.float16, torch.bfloat16)
+        for node in graph.nodes
+    )
+
+
+def _dtype_of(program: LoopProgram, name: str) -> torch.dtype:
+    return next(b.layout.dtype for b in program.buffers if b.name == name)
+
+
+def _ints(dims) -> tuple:
+    return tuple(int(d) for d in dims)
+
+
+def _allocation(buffer: ComputedBuffer) -> tuple:
+    """(name, shape, strides, dtype) of a buffer to allocate; plain ints when the sizes are static."""
+    layout = buffer.layout
+    static = all(sympy.sympify(d).is_Integer for d in (*layout.shape, *layout.strides))
+    shape, strides = (
+        (_ints(layout.shape), _ints(layout.strides)) if static else (layout.shape, layout.strides)
+    )
+    return buffer.name, shape, strides, layout.dtype
+
+
+def group_of(groups, name: str):
+    return next(g for g in groups if g[0].name == name)
+
+
+def _on(actual: torch.device, expected: torch.device) -> bool:
+    """`cuda:0` is on `cuda` (the current device when the graph was traced without an index)."""
+    return actual.type == expected.type and (expected.index is None or actual.index == expected.index)
+
+
+def _single_device(name: str, devices: set[str]) -> torch.device:
+    if len(devices) > 1:
+        raise LoweringError(
+            f"graph {name} mixes devices {sorted(devices)}; one Triton graph runs on one device"
+        )
+    device = torch.device(next(iter(devices), "cuda"))
+    if device.type == "cpu" and not interpreting():
+        raise LoweringError(
+            f"graph {name} runs on cpu: the Triton backend needs CUDA tensors (or TRITON_INTERPRET=1 to "
+            "run kernels in Triton's interpreter); the C++ backend compiles cpu graphs"
+        )
+    if device.type not in ("cuda", "cpu"):
+        raise LoweringError(f"graph {name} runs on {device}; the Triton backend supports CUDA devices")
+    return device

@@ -1,0 +1,251 @@
+"""The Python side of a compiled graph: allocates buffers as the memory plan says, calls the C++
+kernels through ctypes, runs extern calls with torch, and returns the outputs as strided views.
+
+Per-call work is kept small: tensors live in a list indexed by slot numbers fixed at compile time,
+each step is a closure over its precomputed arguments, and without size symbols every shape, stride
+and input check is a constant tuple.
+"""
+
+import ctypes
+
+import torch
+
+from torchsmith.inductor.cpp.codegen import Kernel
+from torchsmith.inductor.errors import RuntimeCallError
+from torchsmith.inductor.fusion.memory_plan import MemoryPlan, plan_memory
+from torchsmith.inductor.loop_ir.program import Buffer, ComputedBuffer, ExternCall, LoopProgram, TensorView
+from torchsmith.inductor.runtime.externs import run_extern
+from torchsmith.ir.symbolic import evaluate
+from torchsmith.ir.types import TensorType
+
+
+def steps_in_program_order(program: LoopProgram, kernels) -> list[tuple[Buffer, ...]]:
+    """The steps when no schedule is given: each kernel group runs where its first buffer stands."""
+    group_of = {buffer.name: group for _, group in kernels for buffer in group}
+    steps = []
+    for buffer in program.buffers:
+        if isinstance(buffer, ExternCall):
+            steps.append((buffer,))
+        elif group_of[buffer.name][0].name == buffer.name:
+            steps.append(tuple(group_of[buffer.name]))
+    return steps
+
+
+class CompiledGraph:
+    """A callable running a `LoopProgram` with a built library: `compiled(*inputs)` returns the
+    list of outputs. `source` is the generated C++, `program` the loop IR it came from, `steps` the
+    execution order, `memory_plan` the storage reuse and `decisions` the fusion decisions."""
+
+    def __init__(
+        self,
+        program: LoopProgram,
+        library: ctypes.CDLL,
+        kernels: list[tuple[Kernel, tuple[ComputedBuffer, ...]]],
+        source: str,
+        graph,
+        timings: dict[str, float] | None = None,
+        *,
+        steps: list[tuple[Buffer, ...]] | None = None,
+        memory_plan: MemoryPlan | None = None,
+        decisions: tuple = (),
+        threads: int | None = None,
+    ):
+        self.program, self.source, self.graph = program, source, graph
+        self.timings = timings or {}  # seconds per compile step, for reports
+        self.decisions = tuple(decisions)
+        self.steps = steps if steps is not None else steps_in_program_order(program, kernels)
+        self.memory_plan = memory_plan or plan_memory(program, self.steps)
+        self._static = not program.symbols
+        slot_of: dict[str, int] = {}
+        for b in program.inputs:
+            slot_of[b.name] = len(slot_of)
+        for step in self.steps:
+            for b in step:
+                slot_of[b.name] = len(slot_of)
+        self._slots, self._input_slots = len(slot_of), [(slot_of[b.name], b.position) for b in program.inputs]
+        kernel_of = {group[0].name: kernel for kernel, group in kernels}
+        donors = self.memory_plan.donor_of()
+        self._run = []
+        for step, frees in zip(self.steps, self.memory_plan.frees, strict=True):
+            drop = [slot_of[n] for n in frees]
+            if isinstance(step[0], ExternCall):
+                self._run.append(self._extern_step(step[0], slot_of, drop))
+            else:
+                kernel = kernel_of[step[0].name]
+                # Kernel-local buffers (cpp_local) have no storage: only what the kernel writes.
+                stored = [b for b in step if b.name in kernel.writes]
+                allocs = [self._allocation(b, donors.get(b.name), slot_of) for b in stored]
+                self._run.append(self._kernel_step(library, kernel, allocs, slot_of, drop))
+        self._outputs = [self._output(view, slot_of) for view in program.outputs]
+        self._expected = [
+            (position, value.name, value.type)
+            for position, value in enumerate(graph.inputs)
+            if isinstance(value.type, TensorType)
+        ]
+        if self._static:
+            self._expected_static = [
+                (pos, name, t, t.dtype, tuple(t.shape), tuple(t.strides)) for pos, name, t in self._expected
+            ]
+        from torchsmith.inductor.cpp.indirect import index_check
+        from torchsmith.inductor.cpp.zero_division import zero_division_check
+
+        self._check = index_check(library, program)
+        self._zero_check = zero_division_check(library, program)
+        self._threads = _openmp_threads(threads) if threads is not None and self._run else None
+
+    # ---- compile-time preparation of the steps ----------------------------------------------------
+
+    def _dims(self, dims):
+        """Constant ints without symbols; otherwise the expressions, evaluated per call."""
+        return tuple(int(d) for d in dims) if self._static else tuple(dims)
+
+    def _allocation(self, buffer: ComputedBuffer, donor: str | None, slot_of):
+        layout = buffer.layout
+        donor_slot = -1 if donor is None else slot_of[donor]
+        shape, strides = self._dims(layout.shape), self._dims(layout.strides)
+        return slot_of[buffer.name], donor_slot, shape, strides, layout.dtype
+
+    def _kernel_step(self, library, kernel: Kernel, allocs, slot_of, drop):
+        fn = getattr(library, kernel.name)
+        fn.restype = None
+        names = kernel.writes + kernel.reads
+        fn.argtypes = [ctypes.c_void_p] * len(names) + [ctypes.c_int64] * len(self.program.symbols)
+        arg_slots = [slot_of[n] for n in names]
+        static = self._static
+
+        def run(values, bindings, symbol_values, scratch):
+            for slot, donor, shape, strides, dtype in allocs:
+                if not static:
+                    shape = [evaluate(d, bindings) for d in shape]
+                    strides = [evaluate(d, bindings) for d in strides]
+                if donor < 0:
+                    values[slot] = torch.empty_strided(shape, strides, dtype=dtype)
+                else:
+                    values[slot] = values[donor].as_strided(shape, strides, 0)
+            fn(*[values[s].data_ptr() for s in arg_slots], *symbol_values)
+            for s in drop:
+                values[s] = None
+
+        return run
+
+    def _extern_step(self, call: ExternCall, slot_of, drop):
+        reads = [(name, slot_of[name]) for name in dict.fromkeys(a.buffer for a in call.args)]
+        out = slot_of[call.name]
+
+        def run(values, bindings, symbol_values, scratch):
+            for name, slot in reads:
+                scratch[name] = values[slot]
+            values[out] = result = run_extern(call, scratch, bindings)
+            scratch[call.name] = result
+            for s in drop:
+                values[s] = None
+
+        return run
+
+    def _output(self, view: TensorView, slot_of):
+        slot = slot_of[view.buffer]
+        source = next((b.layout for b in self.program.inputs if b.name == view.buffer), None)
+        if source is None:
+            source = next(b.layout for step in self.steps for b in step if b.name == view.buffer)
+        whole = tuple(view.shape) == tuple(source.shape) and tuple(view.strides) == tuple(source.strides)
+        if whole and view.offset == 0:
+            return slot, None
+        return slot, (self._dims(view.shape), self._dims(view.strides), view.offset)
+
+    # ---- per call -------------------------------------------------------------------------------
+
+    def _bind(self, inputs) -> dict[str, int]:
+        if len(inputs) != self.program.num_graph_inputs:
+            raise RuntimeCallError(
+                f"compiled graph {self.program.name} takes {self.program.num_graph_inputs} inputs, "
+                f"got {len(inputs)}"
+            )
+        if self._static:
+            for pos, name, t, dtype, shape, strides in self._expected_static:
+                x = inputs[pos]
+                if x.dtype != dtype or x.shape != shape or (
+                    x.stride() != strides and not _same_strides(shape, x.stride(), strides)
+                ):
+                    self._mismatch(name, t, x)
+            return {}
+        from torchsmith.ir.interpreter import bind_symbols
+
+        bindings = bind_symbols(self.graph, inputs)
+        for pos, name, t in self._expected:
+            actual = inputs[pos]
+            strides = tuple(evaluate(s, bindings) for s in t.strides)
+            shape = tuple(evaluate(s, bindings) for s in t.shape)
+            if (
+                actual.dtype != t.dtype
+                or tuple(actual.shape) != shape
+                or not _same_strides(shape, actual.stride(), strides)
+            ):
+                self._mismatch(name, t, actual)
+        return bindings
+
+    def _mismatch(self, name: str, t: TensorType, actual) -> None:
+        raise RuntimeCallError(
+            f"input %{name} is {actual.dtype}{list(actual.shape)} with strides {actual.stride()}, but "
+            f"{self.program.name} was compiled for {t}; recompile for these inputs"
+        )
+
+    def __call__(self, *inputs) -> list[torch.Tensor]:
+        bindings = self._bind(inputs)
+        symbol_values = [bindings[s] for s in self.program.symbols]
+        values: list = [None] * self._slots
+        for slot, position in self._input_slots:
+            values[slot] = inputs[position]
+        scratch: dict = {}
+        if self._threads is not None:
+            set_threads, get_threads, wanted = self._threads
+            previous = get_threads()
+            set_threads(wanted)  # per calling thread, so per call; restored for other graphs' kernels
+            try:
+                for run in self._run:
+                    run(values, bindings, symbol_values, scratch)
+            finally:
+                set_threads(previous)
+        else:
+            for run in self._run:
+                run(values, bindings, symbol_values, scratch)
+        # Both flags are taken before either error is raised: neither may outlive this call.
+        zero_division = self._zero_check() if self._zero_check is not None else None
+        if self._check is not None:
+            self._check()
+        if zero_division is not None:
+            raise zero_division
+        outputs = []
+        for slot, view in self._outputs:
+            base = values[slot]
+            if view is None:
+                outputs.append(base)
+                continue
+            shape, strides, offset = view
+            if not self._static:
+                shape = [evaluate(d, bindings) for d in shape]
+                strides = [evaluate(d, bindings) for d in strides]
+            offset = base.storage_offset() + evaluate(offset, bindings)
+            outputs.append(base.as_strided(shape, strides, offset))
+        return outputs
+
+
+def _openmp_threads(threads: int):
+    """(omp_set_num_threads, omp_get_max_threads, threads) of the OpenMP runtime the generated libraries
+    link (the system libgomp; torch's bundled copy is another instance, so torch.set_num_threads does
+    not reach our kernels)."""
+    import ctypes.util
+
+    if not isinstance(threads, int) or threads < 1:
+        raise RuntimeCallError(f'options["cpp.threads"] must be an int >= 1 or None, got {threads!r}')
+    name = ctypes.util.find_library("gomp") or "libgomp.so.1"
+    gomp = ctypes.CDLL(name)
+    gomp.omp_set_num_threads.argtypes, gomp.omp_set_num_threads.restype = [ctypes.c_int], None
+    gomp.omp_get_max_threads.argtypes, gomp.omp_get_max_threads.restype = [], ctypes.c_int
+    return gomp.omp_set_num_threads, gomp.omp_get_max_threads, threads
+
+
+def _same_strides(shape, actual, expected) -> bool:
+    """Strides agree wherever they matter: kernels never step along a dim of size 1 (or 0 elements)."""
+    if 0 in shape:
+        return True
+    return all(size == 1 or a == e for size, a, e in zip(shape, actual, expected))
