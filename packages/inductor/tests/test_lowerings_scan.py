@@ -141,7 +141,7 @@ def test_scan_lowers_to_a_masked_sum_reduction():
 @pytest.mark.parametrize("dtype", [F32, I64])
 def test_cumsum_runs_through_triton(dtype):
     pytest.importorskip("triton")
-    from torchsmith.inductor.runtime.triton_graph import compile_graph_triton
+    from torchsmith.inductor.gpu_pipeline import compile_graph_triton
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     graph = make_graph("cumsum", {"x": TensorType.make((5, 20), dtype, device=device)}, _cumsum_body(1))

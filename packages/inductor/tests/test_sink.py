@@ -60,7 +60,7 @@ def test_sunk_program_compiles_to_the_same_values(monkeypatch):
     if not torch.cuda.is_available():
         monkeypatch.setenv("TRITON_INTERPRET", "1")
     pytest.importorskip("triton", reason="triton is not installed (pip install triton==3.6.0)")
-    from torchsmith.inductor.runtime.triton_graph import compile_graph_triton
+    from torchsmith.inductor.gpu_pipeline import compile_graph_triton
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     graph = gelu_backward_graph()

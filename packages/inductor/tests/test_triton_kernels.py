@@ -14,9 +14,12 @@ if not torch.cuda.is_available():
     os.environ["TRITON_INTERPRET"] = "1"
 pytest.importorskip("triton", reason="triton is not installed (pip install triton==3.6.0)")
 
-from torchsmith.inductor import lower, to_prims  # noqa: E402
+from torchsmith.inductor import (
+    lower,
+    to_prims,  # noqa: E402
+)
+from torchsmith.inductor.gpu_pipeline import compile_graph_triton  # noqa: E402
 from torchsmith.inductor.loop_ir.program import ComputedBuffer, Reduction  # noqa: E402
-from torchsmith.inductor.runtime.triton_graph import compile_graph_triton  # noqa: E402
 from torchsmith.inductor.testing import assert_matches_eager, make_graph  # noqa: E402
 from torchsmith.inductor.triton.codegen import generate_triton  # noqa: E402
 from torchsmith.inductor.triton.reduction import PERSISTENT_MAX  # noqa: E402

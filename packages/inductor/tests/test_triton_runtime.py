@@ -15,9 +15,9 @@ if not torch.cuda.is_available():  # before triton's first import: see test_trit
 pytest.importorskip("triton", reason="triton is not installed (pip install triton==3.6.0)")
 
 from torchsmith.inductor.errors import LoweringError, RuntimeCallError  # noqa: E402
+from torchsmith.inductor.gpu_pipeline import compile_graph_triton  # noqa: E402
 from torchsmith.inductor.runtime import triton_launch as triton_runtime  # noqa: E402
 from torchsmith.inductor.runtime.cuda_graphs import cudagraphify, skip_reason  # noqa: E402
-from torchsmith.inductor.runtime.triton_graph import compile_graph_triton  # noqa: E402
 from torchsmith.inductor.testing import assert_matches_eager, make_graph  # noqa: E402
 from torchsmith.inductor.triton.matmul import ACTIVATIONS, eager_linear, matmul_epilogue, tuned_linear  # noqa: E402
 from torchsmith.ir import TensorType  # noqa: E402

@@ -12,8 +12,8 @@ if not torch.cuda.is_available():
     os.environ["TRITON_INTERPRET"] = "1"
 pytest.importorskip("triton", reason="triton is not installed (pip install triton==3.6.0)")
 
+from torchsmith.inductor.gpu_pipeline import compile_graph_triton  # noqa: E402
 from torchsmith.inductor.loop_ir.program import ExternCall  # noqa: E402
-from torchsmith.inductor.runtime.triton_graph import compile_graph_triton  # noqa: E402
 from torchsmith.inductor.testing import assert_matches_eager, make_graph  # noqa: E402
 from torchsmith.inductor.triton.index import kernel_symbol, walks_columns  # noqa: E402
 from torchsmith.inductor.triton.reduction import COLUMN_CONFIGS, PERSISTENT_MAX  # noqa: E402

@@ -1,6 +1,6 @@
 """`backend="inductor"`: capture's torch-level graph through torchsmith.autograd_aot (forward and backward
-decomposed to prims) to the inductor's generated kernels. compile_api wires the stages (DESIGN.md's
-arrows): the inductor itself never imports autograd_aot.
+decomposed to prims) to the inductor's generated kernels. compile_api wires the stages (the dependency
+rules of docs/architecture.md): the inductor itself never imports autograd_aot.
 """
 
 import warnings

@@ -17,7 +17,7 @@ from torchsmith.inductor.backend import compile_for_device, register_device_comp
 from torchsmith.inductor.cpp.build import STATS as BUILD_STATS
 from torchsmith.inductor.cpp.build import load_library
 from torchsmith.inductor.cpp.codegen import generate_cpp
-from torchsmith.inductor.cpu_pipeline import compile_graph, to_prims
+from torchsmith.inductor.cpu_pipeline import compile_graph
 from torchsmith.inductor.errors import (
     BuildError,
     CodegenError,
@@ -27,6 +27,7 @@ from torchsmith.inductor.errors import (
     UnsupportedGraphError,
 )
 from torchsmith.inductor.loop_ir.program import LoopProgram, format_program
+from torchsmith.inductor.lowering.decompose import to_prims
 from torchsmith.inductor.lowering.lower import LOWERINGS, lower, register_lowering
 from torchsmith.inductor.runtime.wrapper import CompiledGraph
 from torchsmith.ir.errors import TorchsmithError  # the root of every torchsmith error
@@ -59,7 +60,7 @@ __all__ = [
 def __getattr__(name: str):
     # The Triton entry point loads on first use, so that importing this package never imports triton.
     if name == "compile_graph_triton":
-        from torchsmith.inductor.runtime.triton_graph import compile_graph_triton
+        from torchsmith.inductor.gpu_pipeline import compile_graph_triton
 
         return compile_graph_triton
     raise AttributeError(f"module 'torchsmith.inductor' has no attribute {name!r}")

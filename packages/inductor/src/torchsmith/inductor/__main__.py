@@ -1,5 +1,6 @@
 """Command line: `python -m torchsmith.inductor compile FILE.json [--out DIR] [--check] [--size s0=8]`
-and `python -m torchsmith.inductor codegen LOOPS.json [--out DIR] [--build]`.
+and `python -m torchsmith.inductor codegen LOOPS.json [--out DIR] [--build]`;
+`python -m torchsmith.inductor pipeline` (or `--pipeline`) prints the steps of the CPU and GPU pipelines.
 
 Both read and verify their input first; a file that is not valid is reported in one line on stderr
 with exit status 2.
@@ -21,9 +22,10 @@ import sys
 
 import torch
 
-from torchsmith.inductor.cpu_pipeline import compile_graph, to_prims
+from torchsmith.inductor.cpu_pipeline import compile_graph
 from torchsmith.inductor.errors import InductorError
 from torchsmith.inductor.loop_ir.program import format_program
+from torchsmith.inductor.lowering.decompose import to_prims
 from torchsmith.inductor.lowering.lower import lower
 from torchsmith.ir import example_inputs, interpret
 from torchsmith.ir.cli import fail, load_verified, run_guarded
@@ -112,7 +114,26 @@ def _codegen(args) -> int:
     return 0
 
 
+def _pipeline(args) -> int:
+    """Print both pipelines' steps, as their runner lists them."""
+    import importlib.util
+
+    from torchsmith.inductor.cpu_pipeline import CPU_PIPELINE
+
+    print(f"CPU (C++) {CPU_PIPELINE}")
+    if importlib.util.find_spec("triton") is None:
+        print("GPU (Triton) pipeline: not available (pip install triton)")
+        return 0
+    from torchsmith.inductor.gpu_pipeline import GPU_PIPELINE
+
+    print(f"GPU (Triton) {GPU_PIPELINE}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv == ["--pipeline"]:
+        argv = ["pipeline"]
     parser = argparse.ArgumentParser(prog="python -m torchsmith.inductor", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -129,7 +150,12 @@ def main(argv: list[str] | None = None) -> int:
     codegen.add_argument("--out", metavar="DIR", help="write kernels.cpp into DIR")
     codegen.add_argument("--build", action="store_true", help="also compile the C++ (checks that it builds)")
     codegen.set_defaults(run=_codegen)
+    commands.add_parser("pipeline", help="print the steps of the CPU and GPU pipelines").set_defaults(
+        run=_pipeline, file=None
+    )
     args = parser.parse_args(argv)
+    if args.command == "pipeline":
+        return _pipeline(args)
     return run_guarded(lambda: args.run(args), args.file)
 
 

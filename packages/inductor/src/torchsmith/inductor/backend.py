@@ -38,7 +38,7 @@ def compile_cuda(graph: Graph, example_inputs, options: dict | None = None) -> C
             f"inductor: graph {graph.name} runs on cuda, whose code generator needs triton: "
             "pip install triton, or use backend='aot_eager'"
         )
-    from torchsmith.inductor.runtime.triton_graph import compile_graph_triton
+    from torchsmith.inductor.gpu_pipeline import compile_graph_triton
 
     return compile_graph_triton(graph, example_inputs, options)
 

@@ -1,48 +1,44 @@
-"""The entry point of the C++ path: `compile_graph` (an `aten.*` or `prims.*` graph -> a callable
-running generated C++). `backend="inductor"` (backend.py) reaches it through autograd_aot.
+"""The CPU pipeline: `compile_graph` (an `aten.*` or `prims.*` graph -> a callable running generated
+C++), as a list of named steps run by `torchsmith.ir`'s pass runner (`print(CPU_PIPELINE)` lists them;
+`python -m torchsmith.inductor --pipeline` prints both pipelines). `backend="inductor"` (backend.py)
+reaches it through autograd_aot.
 
-The pipeline, one step per line::
-
-    decompose        aten -> prims (prims graphs pass through)
-    cache lookup     a prims graph compiled before (any process): skip   compile_cache
-                     to the build
-    choose layouts   channels-last around 2-D convolutions              channels_last.plan_channels_last
-    lower            prims -> loop IR, one buffer per node (bias + mm   lower.lower
-                     as one addmm extern call)
-    inline           cheap pointwise producers into their consumers     inline.inline_pointwise
-    schedule         buffers -> kernel groups (vertical, horizontal)    scheduler.schedule
-    keep local       intermediates kept inside their kernel (softmax's  cpp_codegen.local_buffers
-                     exp row): no memory
-    plan memory      storage reuse, in place where possible             memory_plan.plan_memory
-    codegen          one C++ translation unit                           cpp_codegen.generate_cpp
-    build            compile and load (disk cache)                      cpp_build.load_library
-    wrap             the Python caller                                  wrapper.CompiledGraph
-
-Each step's seconds go into `CompiledGraph.timings` and an `inductor/time` event; the loop IR, the
-fusion decisions and the C++ are `inductor/loops`, `inductor/fusion` and `inductor/code` events.
+The steps after `cache lookup` return their state unchanged when the lookup found the program (a
+prims graph compiled before, in any process, by the same compiler code): the runner then records no
+time for them, and the compile goes straight to `build`. The runner times every step (into
+`CompiledGraph.timings` and an `inductor/time` event), verifies the graph and the loop IR between
+steps under `TORCHSMITH_VERIFY=1` (`TORCHSMITH_VERIFY_LOOPS=1`: this pipeline only) and dumps them
+under `TORCHSMITH_DUMP_IR`. The loop IR, the fusion decisions and the C++ are `inductor/loops`,
+`inductor/fusion` and `inductor/code` events.
 """
 
 import logging
-import time
+import os
+from dataclasses import dataclass, replace
 
 from torchsmith.inductor.cpp.build import load_library
 from torchsmith.inductor.cpp.codegen import generate_cpp, local_buffers
 from torchsmith.inductor.errors import LoweringError
-from torchsmith.inductor.fusion.memory_plan import describe, plan_memory
-from torchsmith.inductor.fusion.scheduler import log_decision, schedule
-from torchsmith.inductor.lowering.channels_last import plan_channels_last
+from torchsmith.inductor.fusion.memory_plan import MemoryPlan, describe, plan_memory
+from torchsmith.inductor.fusion.scheduler import FusionDecision, Schedule, log_decision, schedule
+from torchsmith.inductor.loop_ir.program import LoopProgram
+from torchsmith.inductor.loop_ir.verify import register_loop_ir_kind
+from torchsmith.inductor.lowering.channels_last import ChannelsLastPlan, plan_channels_last
+from torchsmith.inductor.lowering.decompose import to_prims
 from torchsmith.inductor.lowering.inline import inline_pointwise
 from torchsmith.inductor.lowering.lower import lower
 from torchsmith.inductor.runtime import compile_cache
 from torchsmith.inductor.runtime.cache_files import set_size_limit_mb
 from torchsmith.inductor.runtime.cached_program import (
     CachedProgramError,
+    CppProgram,
     cpp_program_from_json,
     cpp_program_to_json,
 )
 from torchsmith.inductor.runtime.wrapper import CompiledGraph
 from torchsmith.ir import Graph
 from torchsmith.ir.events import emit
+from torchsmith.ir.passes import Pipeline, Step
 
 # `TORCHSMITH_LOGS=output_code` (compile_api's logs) shows the loop IR and the C++ of each graph.
 code_log = logging.getLogger("torchsmith.inductor.output_code")
@@ -51,30 +47,136 @@ code_log = logging.getLogger("torchsmith.inductor.output_code")
 # "layout_optimization" of compile_graph overrides it per graph.
 LAYOUT_OPTIMIZATION = True
 
-
-def to_prims(graph: Graph) -> Graph:
-    """`graph` with every aten op decomposed to prims (prims graphs pass through). Ops with no
-    decomposition stay whole: the lowering runs them as extern calls (eager fallback)."""
-    if all(node.op.startswith("prims.") for node in graph.nodes):
-        return graph
-    import torchsmith.prims
-
-    return torchsmith.prims.decompose(graph, on_missing="keep")
+register_loop_ir_kind()
 
 
-class _Timer:
-    """Times the steps of one compile into `timings` and emits an `inductor/time` event per step."""
+@dataclass(frozen=True, slots=True)
+class CpuState:
+    """What the CPU pipeline carries from step to step: the graph (then its prims form), the
+    options it reads, each step's result as it is made, and `cached` once the C++ program is
+    complete (read from the compile cache, or assembled by `codegen`)."""
 
-    def __init__(self, timings: dict[str, float]):
-        self.timings = timings
+    graph: Graph
+    use_layout: bool = True
+    key: str = ""
+    cached: CppProgram | None = None
+    layout: ChannelsLastPlan | None = None
+    lowered: LoopProgram | None = None
+    program: LoopProgram | None = None
+    inlined: tuple[FusionDecision, ...] = ()
+    plan: Schedule | None = None
+    local: frozenset[str] = frozenset()
+    memory: MemoryPlan | None = None
+    library: object = None
 
-    def __call__(self, step: str, fn, *args):
-        start = time.perf_counter()
-        result = fn(*args)
-        seconds = time.perf_counter() - start
-        self.timings[step] = seconds
-        emit("inductor", "time", step=step, seconds=seconds)
-        return result
+
+def _decompose(state: CpuState) -> CpuState:
+    prims_graph = to_prims(state.graph)
+    devices = {v.type.device for v in prims_graph.values() if hasattr(v.type, "device")}
+    if devices - {"cpu"}:
+        raise LoweringError(
+            f"graph {state.graph.name} uses devices {sorted(devices)}; the C++ backend runs on cpu only"
+        )
+    return state if prims_graph is state.graph else replace(state, graph=prims_graph)
+
+
+def _cache_lookup(state: CpuState) -> CpuState:
+    """The program compiled before from this prims graph (any process, same compiler code)."""
+    key = compile_cache.key_of(
+        "cpp-program", compile_cache.graph_text(state.graph), f"layout={state.use_layout}"
+    )
+    doc = compile_cache.lookup(key)
+    cached = None
+    if doc is not None:
+        try:
+            cached = cpp_program_from_json(doc)
+        except CachedProgramError as error:
+            compile_cache.reject(key, str(error))
+    return replace(state, key=key, cached=cached)
+
+
+def _unless_cached(fn):
+    """`fn` as a step that does nothing when the compile cache already holds the program."""
+
+    def step(state: CpuState) -> CpuState:
+        return state if state.cached is not None else fn(state)
+
+    step.__name__ = fn.__name__
+    return step
+
+
+@_unless_cached
+def _choose_layouts(state: CpuState) -> CpuState:
+    return replace(state, layout=plan_channels_last(state.graph)) if state.use_layout else state
+
+
+@_unless_cached
+def _lower(state: CpuState) -> CpuState:
+    # addmm=True: a bias add after a matmul runs inside torch.addmm (Triton fuses it its own way).
+    lowered = lower(state.graph, addmm=True, layout=state.layout, scatter_loops=True)
+    return replace(state, lowered=lowered, program=lowered)
+
+
+@_unless_cached
+def _inline(state: CpuState) -> CpuState:
+    program, inlined = inline_pointwise(state.lowered)
+    return replace(state, program=program, inlined=tuple(inlined))
+
+
+@_unless_cached
+def _schedule(state: CpuState) -> CpuState:
+    return replace(state, plan=schedule(state.program))
+
+
+@_unless_cached
+def _keep_local(state: CpuState) -> CpuState:
+    return replace(state, local=frozenset(local_buffers(state.program, state.plan.groups)))
+
+
+@_unless_cached
+def _plan_memory(state: CpuState) -> CpuState:
+    return replace(state, memory=plan_memory(state.program, list(state.plan.steps), state.local))
+
+
+@_unless_cached
+def _codegen(state: CpuState) -> CpuState:
+    source, kernels = generate_cpp(state.program, state.plan.groups, state.local)
+    cached = CppProgram(
+        state.layout, state.lowered, state.program, state.inlined, state.plan, state.local,
+        state.memory, source, tuple(kernels),
+    )  # fmt: skip
+    compile_cache.store(state.key, cpp_program_to_json(cached))
+    return replace(state, cached=cached)
+
+
+def _build(state: CpuState) -> CpuState:
+    # A graph of extern calls only has no kernel to build: no compiler process.
+    if not state.cached.kernels:
+        return state
+    return replace(state, library=load_library(state.cached.source))
+
+
+CPU_PIPELINE = Pipeline(
+    "inductor",
+    (
+        Step("decompose", _decompose, "prims graph (aten ops decomposed; prims graphs pass through)"),
+        Step("cache lookup", _cache_lookup, "the C++ program of this graph compiled before, if any"),
+        Step("choose layouts", _choose_layouts, "channels-last plan around 2-D convolutions"),
+        Step("lower", _lower, "loop IR, one buffer per node (bias + mm as one addmm extern call)"),
+        Step("inline", _inline, "loop IR with cheap pointwise producers inlined into consumers"),
+        Step("schedule", _schedule, "kernel groups and extern calls in order, each fusion decision"),
+        Step("keep local", _keep_local, "intermediates kept inside their kernel (no memory)"),
+        Step("plan memory", _plan_memory, "storage reuse, in place where possible"),
+        Step("codegen", _codegen, "one C++ translation unit (stored in the compile cache)"),
+        Step("build", _build, "the compiled and loaded library (disk cache by source hash)"),
+    ),
+)
+
+
+def verify_loops_requested() -> bool | None:
+    """True under TORCHSMITH_VERIFY_LOOPS=1, else None (the runner then follows TORCHSMITH_VERIFY)."""
+    # TORCHSMITH_VERIFY_LOOPS=1 verifies inductor's IR without turning on every stage's verifier.
+    return True if os.environ.get("TORCHSMITH_VERIFY_LOOPS", "") not in ("", "0") else None
 
 
 def compile_graph(graph: Graph, example_inputs=None, options: dict | None = None) -> CompiledGraph:
@@ -87,72 +189,41 @@ def compile_graph(graph: Graph, example_inputs=None, options: dict | None = None
     >>> fn = compile_graph(graph, [x])   # doctest: +SKIP
     >>> fn(x)                            # doctest: +SKIP
     """
-    timings: dict[str, float] = {}
-    timed = _Timer(timings)
-    limit = (options or {}).get("cache.size_limit_mb")
+    options = options or {}
+    limit = options.get("cache.size_limit_mb")
     if limit is not None:
         set_size_limit_mb(limit)
-    prims_graph = timed("decompose", to_prims, graph)
-    devices = {v.type.device for v in prims_graph.values() if hasattr(v.type, "device")}
-    if devices - {"cpu"}:
-        raise LoweringError(
-            f"graph {graph.name} uses devices {sorted(devices)}; the C++ backend runs on cpu only"
-        )
-    use_layout = bool((options or {}).get("layout_optimization", LAYOUT_OPTIMIZATION))
-    # A process that compiled this prims graph before (same compiler code) skips to the build.
-    key = timed("cache key", _program_key, prims_graph, use_layout)
-    cached = timed("cache lookup", _cached_program, key)
-    hit = cached is not None
-    if not hit:
-        cached = _lower_to_cpp(prims_graph, use_layout, timed)
-        compile_cache.store(key, cpp_program_to_json(cached))
-    layout, lowered, program, inlined, plan, local, memory, source, kernels = cached
-    decisions = (*((layout.decision,) if layout is not None else ()), *inlined, *plan.decisions)
+    use_layout = bool(options.get("layout_optimization", LAYOUT_OPTIMIZATION))
+    state = CpuState(graph, use_layout)
+    timings: dict[str, float] = {}
+    hit = False
+    for run in CPU_PIPELINE.iterate(state, verify=verify_loops_requested()):
+        state = run.state
+        if run.stamp is not None:
+            timings[run.step] = run.stamp.seconds
+        if run.step == "cache lookup":
+            hit = state.cached is not None
+    cached = state.cached
+    layout = cached.layout
+    decisions = (*((layout.decision,) if layout is not None else ()), *cached.inlined, *cached.plan.decisions)
     if hit:  # TORCHSMITH_LOGS=fusion shows the decisions whether they were made now or before
         for decision in decisions:
             log_decision(decision)
-    emit("inductor", "loops", name=graph.name, program=program)
+    emit("inductor", "loops", name=graph.name, program=cached.program)
     emit("inductor", "fusion", name=graph.name, decisions=decisions)
-    emit("inductor", "code", name=graph.name, language="c++", source=source)
-    # A graph of extern calls only has no kernel to build: skip the compiler process.
-    library = timed("build", load_library, source) if kernels else None
+    emit("inductor", "code", name=graph.name, language="c++", source=cached.source)
     if code_log.isEnabledFor(logging.INFO):
-        code_log.info("%s", format_output_code(graph.name, lowered, program, plan, memory, source, layout))
+        code_log.info(
+            "%s",
+            format_output_code(
+                graph.name, cached.lowered, cached.program, cached.plan, cached.memory, cached.source, layout
+            ),
+        )
     return CompiledGraph(
-        program, library, kernels, source, prims_graph, timings,
-        steps=list(plan.steps), memory_plan=memory, decisions=decisions,
-        threads=(options or {}).get("cpp.threads"),
+        cached.program, state.library, list(cached.kernels), cached.source, state.graph, timings,
+        steps=list(cached.plan.steps), memory_plan=cached.memory, decisions=decisions,
+        threads=options.get("cpp.threads"),
     )  # fmt: skip
-
-
-def _program_key(prims_graph: Graph, use_layout: bool) -> str:
-    return compile_cache.key_of("cpp-program", compile_cache.graph_text(prims_graph), f"layout={use_layout}")
-
-
-def _cached_program(key: str) -> tuple | None:
-    """The cached `_lower_to_cpp` result of `key`, or None (a miss, or an entry that does not read)."""
-    doc = compile_cache.lookup(key)
-    if doc is None:
-        return None
-    try:
-        return cpp_program_from_json(doc)
-    except CachedProgramError as error:
-        compile_cache.reject(key, str(error))
-        return None
-
-
-def _lower_to_cpp(prims_graph: Graph, use_layout: bool, timed) -> tuple:
-    """Everything between the prims graph and the C++ source: what the compile cache keeps."""
-    layout = timed("choose layouts", plan_channels_last, prims_graph) if use_layout else None
-    # addmm=True: a bias add after a matmul runs inside torch.addmm (Triton fuses it its own way).
-    lowered = timed("lower", lambda g: lower(g, addmm=True, layout=layout, scatter_loops=True), prims_graph)
-    program, inlined = timed("inline", inline_pointwise, lowered)
-    plan = timed("schedule", schedule, program)
-    # Intermediates a kernel writes and reads within one outer iteration get no memory at all.
-    local = timed("keep local", local_buffers, program, plan.groups)
-    memory = timed("plan memory", plan_memory, program, list(plan.steps), local)
-    source, kernels = timed("codegen", generate_cpp, program, plan.groups, local)
-    return layout, lowered, program, inlined, plan, local, memory, source, kernels
 
 
 def format_output_code(name: str, lowered, program, plan, memory, source: str, layout=None) -> str:

@@ -13,49 +13,22 @@ from torchsmith.inductor.cpp.indirect import emit_indirect
 from torchsmith.inductor.cpp.rng import RANDOM_OPS, random_code
 from torchsmith.inductor.cpp.vector_math import libm_call
 from torchsmith.inductor.errors import CodegenError
+from torchsmith.inductor.loop_ir.index_print import CPP_INDEX, print_index
+from torchsmith.inductor.loop_ir.math_ops import UNARY_MATH
 from torchsmith.inductor.loop_ir.program import Constant, Expr, IndexValue, Indirect, Load, Op
-from torchsmith.ir.symbolic import FloorDiv, format_dim
 
 
 def cpp_index(expr) -> str:
     """An integer index/size expression in C++ (loop variables and size symbols are int64_t)."""
-    expr = sympy.sympify(expr)
-    if expr.is_Integer:
-        return str(int(expr))
-    if expr.is_Symbol:
-        return expr.name
-    if isinstance(expr, sympy.Add):
-        return "(" + " + ".join(cpp_index(a) for a in expr.args) + ")"
-    if isinstance(expr, sympy.Mul):
-        return "(" + " * ".join(cpp_index(a) for a in expr.args) + ")"
-    if isinstance(expr, FloorDiv):
-        # Indices and sizes are non-negative, where C's truncating division is floor division.
-        return f"({cpp_index(expr.args[0])} / {cpp_index(expr.args[1])})"
-    if isinstance(expr, sympy.Mod):
-        return f"({cpp_index(expr.args[0])} % {cpp_index(expr.args[1])})"
-    if isinstance(expr, (sympy.Max, sympy.Min)):
-        fn = "ts::imax" if isinstance(expr, sympy.Max) else "ts::imin"
-        out = cpp_index(expr.args[0])
-        for a in expr.args[1:]:
-            out = f"{fn}({out}, {cpp_index(a)})"
-        return out
-    if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and expr.exp > 0:
-        return "(" + " * ".join([cpp_index(expr.base)] * int(expr.exp)) + ")"
-    raise CodegenError(f"cannot print index expression {format_dim(expr)} in C++")
+    return print_index(expr, CPP_INDEX)
 
 
-# Ops that are libm functions (see vector_math.UNARY), printed as the C function of the operand's
+# Ops that are libm functions (loop_ir/math_ops.py), printed as the C function of the operand's
 # compute type: "exp" -> expf(x) for float, exp(x) for double.
-LIBM_UNARY = {
-    "exp": "exp", "exp2": "exp2", "expm1": "expm1", "log": "log", "log2": "log2", "log10": "log10",
-    "log1p": "log1p", "sqrt": "sqrt", "sin": "sin", "cos": "cos", "tan": "tan", "asin": "asin",
-    "acos": "acos", "atan": "atan", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh", "asinh": "asinh",
-    "acosh": "acosh", "atanh": "atanh", "erf": "erf", "erfc": "erfc", "lgamma": "lgamma",
-    "floor": "floor", "ceil": "ceil", "round": "nearbyint", "trunc": "trunc",
-}  # fmt: skip
+LIBM_UNARY = {op.name: op.c for op in UNARY_MATH}
 
 # Rounding an integer is the integer itself.
-_ROUNDING = {"floor", "ceil", "round", "trunc"}
+_ROUNDING = {op.name for op in UNARY_MATH if op.rounding}
 
 UNARY_CPP = {
     "abs": "ts::abs({0})", "neg": "-{0}", "sign": "ts::sign({0})", "signbit": "ts::signbit({0})",

@@ -15,12 +15,11 @@ import platform
 from contextlib import contextmanager
 from functools import cache
 
-# C names (double versions) of the one-argument libm functions our op table uses.
-UNARY = (
-    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "asin", "acos", "atan",
-    "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "lgamma", "floor", "ceil", "trunc",
-    "sqrt", "nearbyint",
-)  # fmt: skip
+from torchsmith.inductor.loop_ir.math_ops import UNARY_MATH
+
+# C names (double versions) of the libm functions the op table (loop_ir/math_ops.py) uses.
+UNARY = tuple(op.c for op in UNARY_MATH)
+# C++ spells pow and fmod with templates of its own (cpp_prelude); atan2 is the one libm call.
 BINARY = ("atan2",)
 
 # Vector-variant mangling prefixes of the x86 ISAs GCC may pick (SSE4, AVX, AVX2, AVX-512), per lane count.

@@ -13,6 +13,7 @@ from functools import lru_cache
 
 import sympy
 
+from torchsmith.inductor.loop_ir.math_ops import EXPENSIVE_OPS
 from torchsmith.inductor.loop_ir.program import (
     ComputedBuffer,
     Expr,
@@ -145,12 +146,8 @@ def _split_index(index, shape, strides, ranges_items) -> tuple | None:
     return tuple(sympy.expand(p) for p in parts)
 
 
-# Library calls cost several simple arithmetic ops even when vectorized: measured on softmax [256, 1024]
-# (2 cores), recomputing exp(x - max) in the division loop was 30% slower than storing it once per row.
-EXPENSIVE_OPS = frozenset(
-    "exp exp2 expm1 log log2 log10 log1p tanh sinh cosh sin cos tan asin acos atan asinh acosh atanh "
-    "erf erfc lgamma pow atan2 remainder fmod".split()
-)
+# Library calls (math_ops.EXPENSIVE_OPS) cost several simple arithmetic ops even when vectorized:
+# recomputing exp(x - max) in softmax's division loop costs more than storing it once per row.
 EXPENSIVE_OP_COST = 4
 
 

@@ -1,47 +1,22 @@
-"""The GPU entry point: `compile_graph_triton(graph, example_inputs, options)` compiles an `aten.*`
-or `prims.*` graph on CUDA tensors to Triton kernels and returns a callable with the same contract
-as the C++ backend's `CompiledGraph` (a list of outputs, equal to `interpret(graph, *inputs)`).
-
-    half layer and batch norms in float32 (triton_upcast) -> decompose -> channels-last
-    convolutions (channels_last: options["layout_optimization"], by default for half precision)
-    -> lower -> inline
-    -> widening casts read in place (triton_casts)
-    -> split long narrow reductions (triton_split)
-    -> schedule
-    -> generate_triton (splits groups one kernel cannot hold) -> load -> wrap
-    options["max_autotune"]: matmuls also try the Triton template (triton_matmul), per shape
-    options["triton.cudagraphs"]: the result replays as a CUDA graph (cuda_graphs)
+"""The GPU runtime: `TritonCompiledGraph` runs a loop program's Triton kernels and library calls in
+an order where each runs after what it reads (`ordered_steps`), checking the call's inputs against
+the compiled signature; static graphs run precomputed closures (`triton_steps`). The GPU pipeline
+(`torchsmith.inductor.gpu_pipeline`) builds it.
 
 CPU tensors run only under `TRITON_INTERPRET=1` (the interpreter), which is how the tests run here.
 """
 
 import heapq
-import logging
-import time
 
 import sympy
 import torch
 
 from torchsmith.inductor.errors import LoweringError, RuntimeCallError
-from torchsmith.inductor.fusion.scheduler import schedule
 from torchsmith.inductor.loop_ir.program import ComputedBuffer, ExternCall, LoopProgram, loads
-from torchsmith.inductor.lowering.channels_last import plan_channels_last
-from torchsmith.inductor.lowering.inline import inline_pointwise
-from torchsmith.inductor.lowering.lower import lower
-from torchsmith.inductor.lowering.sink import sink_extern_inputs
 from torchsmith.inductor.runtime.externs import run_extern, tensor_of
-from torchsmith.inductor.runtime.triton_launch import interpreting, load_kernels
 from torchsmith.inductor.runtime.triton_steps import static_steps
-from torchsmith.inductor.runtime.triton_workers import start_workers
-from torchsmith.inductor.triton.casts import inline_widening_casts
-from torchsmith.inductor.triton.codegen import generate_triton, source_hash
-from torchsmith.inductor.triton.split import split_reductions
-from torchsmith.inductor.triton.upcast import upcast_half_norms
-from torchsmith.ir import Graph
 from torchsmith.ir.symbolic import evaluate
 from torchsmith.ir.types import TensorType
-
-code_log = logging.getLogger("torchsmith.inductor.output_code")
 
 
 def ordered_steps(program: LoopProgram, groups) -> list:
@@ -246,67 +221,6 @@ class TritonCompiledGraph:
         return [tensor_of(tensors, v, bindings) for v in self.program.outputs]
 
 
-def compile_graph_triton(graph: Graph, example_inputs=None, options: dict | None = None, groups=None):
-    """Compile `graph` (aten or prims, tensors on one CUDA device) to Triton kernels.
-
-    `options` is compile_api's dict (`max_autotune`, `triton.cudagraphs`, ...); `groups` overrides
-    the fusion groups (tests). Returns a callable: `compiled(*inputs) -> list[Tensor]`.
-    """
-    from torchsmith.inductor.cpu_pipeline import to_prims
-
-    options = options or {}
-    timings = {}
-    start = time.perf_counter()
-    prims_graph = to_prims(upcast_half_norms(graph))
-    timings["decompose"] = time.perf_counter() - start
-    devices = {v.type.device for v in prims_graph.values() if isinstance(v.type, TensorType)}
-    device = _single_device(graph.name, devices)
-    if device.type == "cuda" and not interpreting():
-        start_workers()  # they start while this graph lowers: the kernels compile at its first call
-    start = time.perf_counter()
-    layout = None
-    if options.get("layout_optimization", _half_precision_convolutions(prims_graph)):
-        layout = plan_channels_last(prims_graph)
-    program = lower(prims_graph, layout=layout)
-    if groups is None:
-        program, _ = inline_pointwise(program)
-        program = sink_extern_inputs(split_reductions(inline_widening_casts(program)))
-        groups = schedule(program, target="triton").groups
-    groups = [tuple(g) for g in groups]
-    timings["lower"] = time.perf_counter() - start
-    start = time.perf_counter()
-    source, kernels = generate_triton(program, groups)
-    timings["codegen"] = time.perf_counter() - start
-    start = time.perf_counter()
-    digest = source_hash(source)
-    launchers = load_kernels(source, digest, [spec for spec, _ in kernels])
-    timings["load"] = time.perf_counter() - start
-    if code_log.isEnabledFor(logging.INFO):
-        code_log.info("loop IR of %s:\n%s\n\nTriton of %s:\n%s", graph.name, program, graph.name, source)
-    matmul = None
-    if options.get("max_autotune"):
-        from torchsmith.inductor.triton.matmul import tuned_matmul
-
-        matmul = tuned_matmul
-    compiled = TritonCompiledGraph(program, launchers, kernels, source, prims_graph, device, matmul, timings)
-    if options.get("triton.cudagraphs"):
-        from torchsmith.inductor.runtime.cuda_graphs import cudagraphify
-
-        return cudagraphify(compiled, mutated_inputs=options.get("mutated_inputs", ()))
-    return compiled
-
-
-def _half_precision_convolutions(graph: Graph) -> bool:
-    """Channels-last by default only for float16/bfloat16 convolutions. On the H200, cuDNN ran
-    conv_bn_relu's bfloat16 NCHW convolutions as NHWC kernels wrapped in its own transposes (200 us of
-    a 550 us call); in float32 channels-last measured slower (0.84-0.98 vs 0.79 ms per call, input and
-    weights converted on every call)."""
-    return any(
-        node.op == "prims.convolution" and node.outputs[0].type.dtype in (torch.float16, torch.bfloat16)
-        for node in graph.nodes
-    )
-
-
 def _dtype_of(program: LoopProgram, name: str) -> torch.dtype:
     return next(b.layout.dtype for b in program.buffers if b.name == name)
 
@@ -332,19 +246,3 @@ def group_of(groups, name: str):
 def _on(actual: torch.device, expected: torch.device) -> bool:
     """`cuda:0` is on `cuda` (the current device when the graph was traced without an index)."""
     return actual.type == expected.type and (expected.index is None or actual.index == expected.index)
-
-
-def _single_device(name: str, devices: set[str]) -> torch.device:
-    if len(devices) > 1:
-        raise LoweringError(
-            f"graph {name} mixes devices {sorted(devices)}; one Triton graph runs on one device"
-        )
-    device = torch.device(next(iter(devices), "cuda"))
-    if device.type == "cpu" and not interpreting():
-        raise LoweringError(
-            f"graph {name} runs on cpu: the Triton backend needs CUDA tensors (or TRITON_INTERPRET=1 to "
-            "run kernels in Triton's interpreter); the C++ backend compiles cpu graphs"
-        )
-    if device.type not in ("cuda", "cpu"):
-        raise LoweringError(f"graph {name} runs on {device}; the Triton backend supports CUDA devices")
-    return device

@@ -14,7 +14,8 @@ import sympy
 import torch
 
 from torchsmith.inductor.errors import CodegenError
-from torchsmith.ir.symbolic import FloorDiv, format_dim
+from torchsmith.inductor.loop_ir.index_print import TRITON_INDEX, print_index
+from torchsmith.ir.symbolic import FloorDiv
 
 TRITON_DTYPES = {
     torch.float32: "tl.float32",
@@ -47,29 +48,7 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
 
 def triton_index(expr) -> str:
     """An integer index/size expression as Triton code (size symbols are kernel arguments)."""
-    expr = sympy.sympify(expr)
-    if expr.is_Integer:
-        return str(int(expr))
-    if expr.is_Symbol:
-        return expr.name
-    if isinstance(expr, sympy.Add):
-        return "(" + " + ".join(triton_index(a) for a in expr.args) + ")"
-    if isinstance(expr, sympy.Mul):
-        return "(" + " * ".join(triton_index(a) for a in expr.args) + ")"
-    if isinstance(expr, FloorDiv):
-        # Indices are non-negative, where Triton's truncating integer division is floor division.
-        return f"({triton_index(expr.args[0])} // {triton_index(expr.args[1])})"
-    if isinstance(expr, sympy.Mod):
-        return f"({triton_index(expr.args[0])} % {triton_index(expr.args[1])})"
-    if isinstance(expr, (sympy.Max, sympy.Min)):
-        fn = "tl.maximum" if isinstance(expr, sympy.Max) else "tl.minimum"
-        out = triton_index(expr.args[0])
-        for a in expr.args[1:]:
-            out = f"{fn}({out}, {triton_index(a)})"
-        return out
-    if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and expr.exp > 0:
-        return "(" + " * ".join([triton_index(expr.base)] * int(expr.exp)) + ")"
-    raise CodegenError(f"cannot print index expression {format_dim(expr)} in Triton")
+    return print_index(expr, TRITON_INDEX)
 
 
 def product(dims) -> sympy.Expr:

@@ -6,11 +6,11 @@ when interpreting: plain Python functions (the interpreter calls them like any P
 apply NumPy's version of each function to the block's array. On a GPU the real libdevice runs.
 """
 
-import math
-
 import numpy as np
 import triton.language as tl
 from triton.runtime.interpreter import TensorHandle
+
+from torchsmith.inductor.loop_ir.math_ops import libdevice_functions
 
 
 def _wrap(data: np.ndarray, like: list) -> tl.tensor:
@@ -37,28 +37,8 @@ def _binary(fn):
 
 
 class _Libdevice:
-    """The libdevice functions torchsmith's generated kernels call."""
-
-    expm1 = staticmethod(_unary(np.expm1))
-    log10 = staticmethod(_unary(np.log10))
-    log1p = staticmethod(_unary(np.log1p))
-    tan = staticmethod(_unary(np.tan))
-    asin = staticmethod(_unary(np.arcsin))
-    acos = staticmethod(_unary(np.arccos))
-    atan = staticmethod(_unary(np.arctan))
-    sinh = staticmethod(_unary(np.sinh))
-    cosh = staticmethod(_unary(np.cosh))
-    tanh = staticmethod(_unary(np.tanh))
-    asinh = staticmethod(_unary(np.arcsinh))
-    acosh = staticmethod(_unary(np.arccosh))
-    atanh = staticmethod(_unary(np.arctanh))
-    erfc = staticmethod(_unary(np.vectorize(math.erfc, otypes=[np.float64])))
-    lgamma = staticmethod(_unary(np.vectorize(math.lgamma, otypes=[np.float64])))
-    nearbyint = staticmethod(_unary(np.rint))
-    trunc = staticmethod(_unary(np.trunc))
-    pow = staticmethod(_binary(np.power))
-    atan2 = staticmethod(_binary(np.arctan2))
-    fmod = staticmethod(_binary(np.fmod))
+    """The libdevice functions torchsmith's generated kernels call: the op table's NumPy functions
+    (loop_ir/math_ops.py), and signbit."""
 
     @staticmethod
     def signbit(x):
@@ -66,5 +46,8 @@ class _Libdevice:
         ty = tl.block_type(tl.int32, list(data.shape)) if x.type.is_block() else tl.int32
         return tl.tensor(TensorHandle(data, tl.int32), ty)
 
+
+for _name, (_arity, _fn) in libdevice_functions().items():
+    setattr(_Libdevice, _name, staticmethod((_unary if _arity == 1 else _binary)(_fn)))
 
 libdevice = _Libdevice()

@@ -6,6 +6,7 @@ import math
 import torch
 
 from torchsmith.inductor.errors import CodegenError
+from torchsmith.inductor.loop_ir.math_ops import BINARY_MATH, UNARY_MATH
 from torchsmith.inductor.loop_ir.program import Op
 from torchsmith.inductor.triton.index import compute_dtype, triton_dtype
 
@@ -37,17 +38,10 @@ def ts_mul(a, b):
 """
 
 UNARY_FLOAT = {
-    "abs": "tl.abs({0})", "neg": "-{0}", "exp": "tl.exp({0})", "exp2": "tl.exp2({0})",
-    "expm1": "libdevice.expm1({0})", "log": "tl.log({0})", "log2": "tl.log2({0})",
-    "log10": "libdevice.log10({0})", "log1p": "libdevice.log1p({0})", "sqrt": "tl.sqrt({0})",
-    "rsqrt": "tl.rsqrt({0})", "reciprocal": "(1.0 / {0})", "sin": "tl.sin({0})", "cos": "tl.cos({0})",
-    "tan": "libdevice.tan({0})", "asin": "libdevice.asin({0})", "acos": "libdevice.acos({0})",
-    "atan": "libdevice.atan({0})", "sinh": "libdevice.sinh({0})", "cosh": "libdevice.cosh({0})",
-    "tanh": "libdevice.tanh({0})", "asinh": "libdevice.asinh({0})", "acosh": "libdevice.acosh({0})",
-    "atanh": "libdevice.atanh({0})", "erf": "tl.erf({0})", "erfc": "libdevice.erfc({0})",
-    "lgamma": "libdevice.lgamma({0})", "floor": "tl.floor({0})", "ceil": "tl.ceil({0})",
-    "round": "libdevice.nearbyint({0})", "trunc": "libdevice.trunc({0})", "isnan": "({0} != {0})",
-    "isinf": "(tl.abs({0}) == float('inf'))", "isfinite": "(tl.abs({0}) < float('inf'))",
+    **{op.name: f"{op.triton}({{0}})" for op in UNARY_MATH},
+    "abs": "tl.abs({0})", "neg": "-{0}", "rsqrt": "tl.rsqrt({0})", "reciprocal": "(1.0 / {0})",
+    "isnan": "({0} != {0})", "isinf": "(tl.abs({0}) == float('inf'))",
+    "isfinite": "(tl.abs({0}) < float('inf'))",
     "sign": "tl.where({0} > 0, 1.0, tl.where({0} < 0, -1.0, 0.0))",  # nan -> 0, as eager
     "signbit": "(libdevice.signbit({0}) != 0)",
 }  # fmt: skip
@@ -67,8 +61,8 @@ BINARY = {
 }  # fmt: skip
 
 BINARY_FLOAT = {
-    "div": "({0} / {1})", "pow": "libdevice.pow({0}, {1})", "atan2": "libdevice.atan2({0}, {1})",
-    "fmod": "libdevice.fmod({0}, {1})", "remainder": "({0} - {1} * tl.floor({0} / {1}))",
+    **{op.name: f"{op.triton}({{0}}, {{1}})" for op in BINARY_MATH},
+    "div": "({0} / {1})", "remainder": "({0} - {1} * tl.floor({0} / {1}))",
 }  # fmt: skip
 
 BINARY_INT = {
