@@ -14,11 +14,12 @@ import weakref
 import sympy
 import torch
 
+from torchsmith.capture.aten_calls import is_aten_packet, packet_overload
 from torchsmith.capture.builtins import BuiltinOps
 from torchsmith.capture.errors import Unsupported
 from torchsmith.capture.objects import traceable_dataclass
 from torchsmith.capture.python_state import PythonStateOps, is_context_var_method
-from torchsmith.capture.tensors import DATA_DEPENDENT_METHODS, METADATA_METHODS
+from torchsmith.capture.tensors import DATA_DEPENDENT_METHODS, METADATA_METHODS, to_graph_arg
 from torchsmith.capture.variables import (
     NULL,
     BuiltinMethodVar,
@@ -208,6 +209,12 @@ class CallOps(BuiltinOps, PythonStateOps):
             return self.inline_function(ConstVar(inner), args, kwargs, depth)
         if isinstance(value, types.MethodType):
             return self.call(self.wrap_method(value, fn.source), args, kwargs)
+        if is_aten_packet(value):  # torch.ops.aten.x(...): recorded as the overload torch picks
+            packet = str(value)
+            graph_args = tuple(to_graph_arg(a, packet) for a in args)
+            graph_kwargs = {k: to_graph_arg(v, packet) for k, v in kwargs.items()}
+            overload = packet_overload(value, graph_args, graph_kwargs)
+            return self.call_torch(op_name_of(overload), overload, args, kwargs)
         torch_name = self.torch_op_name(value)
         if torch_name is not None:
             return self.call_torch(torch_name, value, args, kwargs)
