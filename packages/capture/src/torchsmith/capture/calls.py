@@ -216,6 +216,12 @@ class CallOps(BuiltinOps, PythonStateOps):
             overload = packet_overload(value, graph_args, graph_kwargs)
             return self.call_torch(op_name_of(overload), overload, args, kwargs)
         torch_name = self.torch_op_name(value)
+        if torch_name is not None and isinstance(value, types.FunctionType) and any(
+            _is_callable_tracker(a) for a in self.flat_trackers([*args, *kwargs.values()])
+        ):
+            # a torch function written in Python that takes a callable (a distance function): a
+            # graph cannot hold the callable, so the body is traced, the callable inlined in it
+            return self.inline_function(fn, args, kwargs, depth)
         if torch_name is not None:
             return self.call_torch(torch_name, value, args, kwargs)
         if isinstance(value, types.FunctionType):
@@ -519,6 +525,14 @@ class CallOps(BuiltinOps, PythonStateOps):
 
     def call_container_method(self, obj, name: str, args, kwargs):
         return self.container_method(obj, name, args, kwargs)
+
+
+def _is_callable_tracker(tracker) -> bool:
+    """Whether `tracker` stands for a function, method, partial or callable object (not a class)."""
+    if isinstance(tracker, (FunctionVar, MethodVar, PartialVar, ObjectVar)):
+        return True
+    value = getattr(tracker, "value", None)
+    return isinstance(tracker, ConstVar) and callable(value) and not isinstance(value, type)
 
 
 def _is_static_torch_function(value) -> bool:
