@@ -72,6 +72,7 @@ STATIC_TORCH_FUNCTIONS = {
     torch.is_floating_point,
     torch.is_complex,
     torch.is_signed,
+    torch.broadcast_shapes,
     torch.get_default_dtype,
     torch.numel,
     torch.is_grad_enabled,
