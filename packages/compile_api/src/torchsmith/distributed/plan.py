@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from torchsmith.distributed.buckets import BucketLimits, bucket_assignment, reduced_parameters
+from torchsmith.distributed.buckets import BucketLimits, bucket_assignment, fixed_buckets, reduced_parameters
 from torchsmith.distributed.split import safe_cuts
 from torchsmith.ir import Graph
 
@@ -60,7 +60,13 @@ def plan_split(graph: Graph, example_inputs, ddp: torch.nn.Module) -> SplitPlan:
     # gradients become ready last use first; of two parameters first read by one node, the later
     # argument's first (a linear layer's bias before its weight), as eager's backward produces them
     params.sort(key=lambda t: (-t[0], -t[1]))
-    buckets = bucket_assignment([example_inputs[i] for _, i, _ in params], BucketLimits.of(ddp))
+    fixed = fixed_buckets(ddp)
+    if fixed is not None:  # DDP's own buckets, final from the start
+        position = {id(example_inputs[i]): k for k, (_, i, _) in enumerate(params)}
+        buckets = [[position[id(p)] for p in bucket if id(p) in position] for bucket in fixed]
+        buckets = [bucket for bucket in buckets if bucket]
+    else:
+        buckets = bucket_assignment([example_inputs[i] for _, i, _ in params], BucketLimits.of(ddp))
     wanted = sorted({min(params[k][0] for k in bucket) for bucket in buckets})
     # the bucket read first is completed by the first piece whatever it starts with: no cut for it
     wanted = wanted[1:]
