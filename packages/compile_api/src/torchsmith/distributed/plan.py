@@ -8,6 +8,12 @@ first (the first piece completes it), gives each bucket a piece whose backward c
 pieces in front of it are still to run. A cut that is not
 safe (`split.safe_cuts`) moves to the nearest safe position in front of it, which still completes
 the bucket no later than the piece's backward.
+
+The cut is planned once, when the graph compiles (DDP's first forward). DDP then rebuilds its buckets
+from the order the pieces' backwards produced gradients in; within one piece that order is
+autograd's, not the forward's, so a rebuilt bucket may take a parameter or two from the next piece.
+Each rebuilt bucket is still completed by one piece or two adjacent ones, so the all-reduces stay
+staggered through the backward (test_ddp.py checks the launches), and the graph is not cut again.
 """
 
 from dataclasses import dataclass
