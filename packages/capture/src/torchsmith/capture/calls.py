@@ -6,6 +6,7 @@ and the `math`/`operator` modules fold on constants (builtins.py); anything else
 """
 
 import collections.abc
+import copy
 import functools
 import inspect
 import types
@@ -150,6 +151,8 @@ class CallOps(BuiltinOps, PythonStateOps):
         special = self.builtin_handler(value)
         if special is not None:
             return special(args, kwargs)
+        if value is copy.deepcopy:
+            return self.deep_copy(args, kwargs)
         if value is functools.partial:
             return self.make_partial(args, kwargs)
         if type(value) is functools.partial:  # a partial made outside: call its parts, read (and guarded) now
