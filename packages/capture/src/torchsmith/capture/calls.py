@@ -17,6 +17,7 @@ import torch
 
 from torchsmith.capture.aten_calls import is_aten_packet, packet_overload
 from torchsmith.capture.builtins import BuiltinOps
+from torchsmith.capture.custom_ops import custom_op_name, custom_op_overload, is_custom_op
 from torchsmith.capture.errors import Unsupported
 from torchsmith.capture.objects import traceable_dataclass
 from torchsmith.capture.python_state import PythonStateOps, is_context_var_method
@@ -219,6 +220,9 @@ class CallOps(BuiltinOps, PythonStateOps):
             graph_kwargs = {k: to_graph_arg(v, packet) for k, v in kwargs.items()}
             overload = packet_overload(value, graph_args, graph_kwargs)
             return self.call_torch(op_name_of(overload), overload, args, kwargs)
+        if is_custom_op(value):  # a torch.library op: one graph op, kept whole (custom_ops.py)
+            overload = custom_op_overload(value, args, kwargs)
+            return self.record(custom_op_name(overload), overload, args, kwargs)
         torch_name = self.torch_op_name(value)
         if torch_name is not None and isinstance(value, types.FunctionType) and any(
             _is_callable_tracker(a) for a in self.flat_trackers([*args, *kwargs.values()])

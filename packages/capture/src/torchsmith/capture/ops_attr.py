@@ -67,6 +67,9 @@ class AttributeOps:
         value = frame.pop()
         self.setattr(obj, ins.argval, value)
 
+    def op_DELETE_ATTR(self, frame, ins):
+        self.builtin_delattr([frame.pop(), ConstVar(ins.argval)], {})
+
     def op_LOAD_SUPER_ATTR(self, frame, ins):
         name, is_method, two_arg = ins.argval
         obj = frame.pop()
