@@ -20,6 +20,7 @@ Lists, tuples and dicts the capture tracks item by item are copied tracker by tr
 
 import copy
 import enum
+import functools
 import types
 
 import torch
@@ -34,6 +35,11 @@ _ATOMIC = (
     torch.dtype, torch.device, enum.Enum,
 )
 _CONTAINERS = (list, tuple, dict, set, frozenset)
+_HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: the class was made by a class statement
+
+
+# Types whose values are compared as they are (the common leaves of a config), without a call each
+_LEAVES = frozenset({type(None), bool, int, str, bytes, complex, torch.dtype})
 
 
 def state_of(value, _path=()):
@@ -43,30 +49,37 @@ def state_of(value, _path=()):
     >>> state_of({"a": [1, 2.0]}) == state_of({"a": [1, 2.0]})
     True
     """
-    if isinstance(value, _ATOMIC):
-        if type(value) is float and value != value:
+    kind = type(value)
+    if kind in _LEAVES:
+        return (kind, value)
+    if issubclass(kind, _ATOMIC):
+        if kind is float and value != value:
             return (float, "nan")
-        return (type(value), value)
+        return (kind, value)
     if id(value) in _path:
-        raise Unsupported(f"copy.deepcopy of an object that holds itself ({type(value).__qualname__})")
+        raise Unsupported(f"copy.deepcopy of an object that holds itself ({kind.__qualname__})")
     path = (*_path, id(value))
-    if isinstance(value, dict):
-        return (type(value), tuple((state_of(k, path), state_of(v, path)) for k, v in value.items()))
-    if isinstance(value, (set, frozenset)):
-        return (type(value), frozenset(state_of(v, path) for v in value))
-    if isinstance(value, (list, tuple)):
-        return (type(value), tuple(state_of(v, path) for v in value))
-    if isinstance(value, (torch.Tensor, torch.nn.Module)):
+    if issubclass(kind, dict):
+        return (kind, tuple((_leaf_or_state(k, path), _leaf_or_state(v, path)) for k, v in value.items()))
+    if issubclass(kind, (set, frozenset)):
+        return (kind, frozenset(state_of(v, path) for v in value))
+    if issubclass(kind, (list, tuple)):
+        return (kind, tuple(_leaf_or_state(v, path) for v in value))
+    if issubclass(kind, (torch.Tensor, torch.nn.Module)):
         raise Unsupported(
-            f"copy.deepcopy of an object that holds a {type(value).__qualname__}: capture copies "
+            f"copy.deepcopy of an object that holds a {kind.__qualname__}: capture copies "
             "plain Python data only (copy the tensors outside the compiled function)"
         )
-    attrs = getattr(value, "__dict__", None)
-    if type(attrs) is not dict or getattr(type(value), "__slots__", None) or not _plain_class(type(value)):
-        raise Unsupported(
-            f"copy.deepcopy of a {type(value).__qualname__}, whose state is not a plain __dict__"
-        )
-    return (type(value), tuple((k, state_of(v, path)) for k, v in attrs.items()))
+    if not _plain_class(kind):
+        raise Unsupported(f"copy.deepcopy of a {kind.__qualname__}, whose state is not a plain __dict__")
+    # read past the class's own __getattribute__ (transformers' configs have one): the state is the dict
+    attrs = object.__getattribute__(value, "__dict__")
+    return (kind, tuple((k, _leaf_or_state(v, path)) for k, v in attrs.items()))
+
+
+def _leaf_or_state(value, path):
+    kind = type(value)
+    return (kind, value) if kind in _LEAVES else state_of(value, path)
 
 
 def object_ids(value, found: set) -> set:
@@ -87,9 +100,12 @@ def object_ids(value, found: set) -> set:
     return found
 
 
+@functools.cache
 def _plain_class(cls: type) -> bool:
-    """A class made by a class statement (C types keep state deepcopy reaches through other means)."""
-    return all(klass.__flags__ & (1 << 9) for klass in cls.__mro__[:-1])
+    """A class made by a class statement whose instances keep their state in a `__dict__` (C types
+    and slots keep state deepcopy reaches through other means)."""
+    bases = cls.__mro__[:-1]
+    return all(klass.__flags__ & _HEAP_TYPE and "__slots__" not in klass.__dict__ for klass in bases)
 
 
 class CopyOps:
