@@ -77,3 +77,24 @@ def test_deepcopy_of_an_object_holding_a_tensor_is_a_break_that_runs_correctly(c
     torch.testing.assert_close(compiled(x), f(x))
     reasons = [str(r.break_reason) for r in compiled.session.records if r.break_reason is not None]
     assert any("holds a Tensor" in r for r in reasons), reasons
+
+
+def test_a_list_changed_in_place_on_a_copy_is_read_back_and_never_lost(compile_with):
+    config = Config()
+    config.sizes = [1, 2]
+
+    def read_back(x):
+        view = copy.deepcopy(config)
+        view.sizes.append(3)
+        return x * sum(view.sizes)
+
+    def escapes(x):
+        view = copy.deepcopy(config)
+        view.sizes.append(3)
+        return x + 1, view
+
+    x = torch.randn(2)
+    torch.testing.assert_close(compile_with(read_back, fullgraph=True)(x), read_back(x))
+    got, view = compile_with(escapes)(x)
+    torch.testing.assert_close(got, x + 1)
+    assert view.sizes == [1, 2, 3] and config.sizes == [1, 2]

@@ -146,6 +146,7 @@ class CopyOps:
                 f"copy.deepcopy of a {type(value).__qualname__} whose attributes the compiled code "
                 "set before the copy (the copy would miss them)"
             )
+        self.check_private_containers(value, "copied again")
         if not self.is_private(value):
             root = tracker.source or self.ns.name_of(value)
             self.guards.add(f"{self.ns.name_of(state_of)}({root}) == {self.ns.name_of(recorded)}")
@@ -157,6 +158,18 @@ class CopyOps:
         if not isinstance(value, _ATOMIC):
             self.private_objects[id(value)] = value
         return ConstVar(value)
+
+    def check_private_containers(self, value, what: str) -> None:
+        """Refuse to use a private object natively (copy it, rebuild it after the graph) when a list
+        or dict read from it was changed through its tracker: the object itself does not hold the
+        change."""
+        reached = object_ids(value, set())
+        for (owner, name), (_, tracker) in self.private_reads.items():
+            if owner in reached and _changed(tracker):
+                raise Unsupported(
+                    f"attribute {name!r} of a copy made by copy.deepcopy was changed in place, and the "
+                    f"copy is {what} (capture changes such copies by attribute stores only)"
+                )
 
     def is_private(self, value) -> bool:
         return self.private_objects.get(id(value)) is value
@@ -178,12 +191,26 @@ class CopyOps:
             )
         setattr(obj.value, name, python)
 
-    def private_attribute(self, value):
-        """What is read from a private object is private too (the copy owns its parts)."""
+    def private_attribute(self, owner, name: str, value):
+        """What is read from a private object is private too (the copy owns its parts). A list or
+        dict is tracked item by item, one tracker per attribute, so a change made through one read
+        is seen by the next."""
         if isinstance(value, _CONTAINERS):
-            return self.wrap_unguarded(value)
+            key = (id(owner), name)
+            seen = self.private_reads.get(key)
+            if seen is None or seen[0] is not value:
+                seen = self.private_reads[key] = (value, self.wrap_unguarded(value))
+            return seen[1]
         if isinstance(value, types.MethodType) or callable(value) and not hasattr(value, "__dict__"):
             return self.wrap_unguarded(value)
         if type(getattr(value, "__dict__", None)) is dict and not isinstance(value, (type, types.ModuleType)):
             return self.private(value)
         return self.wrap_unguarded(value)
+
+
+def _changed(tracker) -> bool:
+    """Whether a list or dict tracker, or one nested in it, was changed in place."""
+    if getattr(tracker, "mutated", False):
+        return True
+    items = tracker.items.values() if isinstance(tracker, DictVar) else getattr(tracker, "items", ())
+    return any(_changed(item) for item in items if isinstance(item, (ListVar, TupleVar, DictVar)))

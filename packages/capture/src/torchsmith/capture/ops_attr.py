@@ -199,7 +199,7 @@ class AttributeOps:
             raise Unsupported(f"AttributeError: {e}") from e
         if source is None:
             if self.is_private(value):
-                return self.private_attribute(result)
+                return self.private_attribute(value, name, result)
             if not isinstance(result, torch.Tensor):
                 return self.wrap_unguarded(result)
             return self.wrap(result, None)

@@ -202,6 +202,7 @@ class Codegen:
         own object as in eager."""
         name = self.object_names.get(id(value))
         if name is None:
+            self.t.check_private_containers(value, "used after the graph")
             name = self.object_names[id(value)] = f"__o{len(self.object_names)}"
             self.lines.append(f"{name} = {self.ns.name_of(copy.deepcopy)}({self.ns.name_of(value)})")
         return name
