@@ -31,6 +31,7 @@ import cf_stale  # noqa: E402,F401
 import cf_tensors  # noqa: E402,F401
 import cf_training  # noqa: E402,F401
 import cf_user_objects  # noqa: E402,F401
+import cf_zoo_forms  # noqa: E402,F401
 from cf_harness import ALL_BACKENDS, BACKENDS, PROGRAMS, check  # noqa: E402
 
 # (theme-name, backend) -> why it fails. Strict: a fixed program fails the suite until removed here.

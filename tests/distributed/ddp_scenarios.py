@@ -17,15 +17,15 @@ STEPS = 3
 BUCKET_MB = {"mlp": 0.0005, "gpt2": 0.002, "bert": 0.002}
 
 
-def wrap(name: str, how: str, backend, options=None):
+def wrap(name: str, how: str, backend, options=None, **ddp_kwargs):
     """The model `name` under DDP: eager, DDP(compile(model)) or compile(DDP(model))."""
     model = build(name)
-    cap = BUCKET_MB[name]
+    ddp_kwargs = {"bucket_cap_mb": BUCKET_MB[name], **ddp_kwargs}
     if how == "eager":
-        return model, DDP(model, bucket_cap_mb=cap)
+        return model, DDP(model, **ddp_kwargs)
     if how == "ddp_of_compiled":
-        return model, DDP(torchsmith.compile(model, backend=backend, options=options), bucket_cap_mb=cap)
-    return model, torchsmith.compile(DDP(model, bucket_cap_mb=cap), backend=backend, options=options)
+        return model, DDP(torchsmith.compile(model, backend=backend, options=options), **ddp_kwargs)
+    return model, torchsmith.compile(DDP(model, **ddp_kwargs), backend=backend, options=options)
 
 
 def train(model, wrapped, xs) -> dict:
@@ -43,15 +43,15 @@ def train(model, wrapped, xs) -> dict:
 
 
 def equal_to_eager(rank, world_size, name: str, backend: str, runs=(("ddp_of_compiled", True),
-                   ("compiled_ddp", True))) -> dict:
+                   ("compiled_ddp", True)), **ddp_kwargs) -> dict:
     """Eager DDP and each compiled wrapping (how, split at buckets) of model `name`: training results,
     the pieces each graph was cut into, and the state_dict keys; keyed by "how/split"."""
     xs = batches(name, rank, STEPS)
-    model, wrapped = wrap(name, "eager", backend)
+    model, wrapped = wrap(name, "eager", backend, **ddp_kwargs)
     result = {"eager": train(model, wrapped, xs), "eager_keys": list(wrapped.state_dict())}
     eager_state = wrapped.state_dict()
     for how, split in runs:
-        model, wrapped = wrap(name, how, backend, options={"ddp.split_at_buckets": split})
+        model, wrapped = wrap(name, how, backend, options={"ddp.split_at_buckets": split}, **ddp_kwargs)
         with observe() as events:
             run = train(model, wrapped, xs)
         run["pieces"] = [len(e.payload["pieces"]) for e in events if e.kind == "ddp_split"]

@@ -40,7 +40,10 @@ CASES = {
     "mlp-inductor": ("mlp", "inductor", RUNS + (("ddp_of_compiled", False), ("compiled_ddp", False))),
     "gpt2-aot_eager": ("gpt2", "aot_eager", RUNS),
     "bert-aot_eager": ("bert", "aot_eager", RUNS),
+    # DDP never rebuilds these buckets: the cut follows the reducer's buckets as built
+    "mlp-find_unused": ("mlp", "aot_eager", RUNS),
 }
+DDP_KWARGS = {"mlp-find_unused": {"find_unused_parameters": True}}
 SLOW_CASES = {"gpt2-inductor": ("gpt2", "inductor", RUNS), "bert-inductor": ("bert", "inductor", RUNS)}
 OVERLAP = ["mlp"] + (["gpt2"] if FULL else [])
 
@@ -50,7 +53,8 @@ def ranks():
     """Every scenario of this file in one set of 2 processes (each start-up costs seconds)."""
     pytest.importorskip("transformers")
     cases = {**CASES, **(SLOW_CASES if FULL else {})}
-    calls = {key: ("equal_to_eager", dict(name=n, backend=b, runs=r)) for key, (n, b, r) in cases.items()}
+    calls = {key: ("equal_to_eager", dict(name=n, backend=b, runs=r, **DDP_KWARGS.get(key, {})))
+             for key, (n, b, r) in cases.items()}
     calls.update({f"overlap-{name}": ("allreduce_order", {"name": name}) for name in OVERLAP})
     return run_many("ddp_scenarios", calls)
 

@@ -45,3 +45,23 @@ def test_no_wrong_result(name, fast_ops):
     result = opinfo_sweep.sweep_op(opinfo_sweep.torchsmith_compiler(), op, samples_per_dtype=2)
     assert result.samples["wrong"] == 0, f"{name}: {result.first_problem}"
     assert sum(result.samples.values()) > 0, f"{name}: every sample was skipped"
+
+
+# Ops that once fell back and now compile, one per mechanism: a class statement inside the op
+# (masked.*), integer convolution and hardtanh, a tensor built from data on the input's device
+# (unravel_index), an unsigned result dtype (hash_tensor), a conjugate transpose attribute (mH), an
+# aten packet call (_softmax_backward_data), bfloat16 batch-norm statistics (nn.functional.batch_norm).
+PASSING_OPS = (
+    "masked.sum", "nn.functional.conv1d", "nn.functional.hardtanh", "unravel_index", "hash_tensor", "mH",
+    "_softmax_backward_data", "nn.functional.batch_norm",
+)
+
+
+@pytest.mark.parametrize("name", PASSING_OPS)
+def test_op_compiles_and_passes(name):
+    op = next((op for op in opinfo_sweep.op_database() if _full_name(op) == name), None)
+    if op is None:
+        pytest.skip(f"{name} is not in this torch's OpInfo database")
+    result = opinfo_sweep.sweep_op(opinfo_sweep.torchsmith_compiler(), op, samples_per_dtype=1)
+    assert result.status == "pass", f"{name}: {result.status}: {result.first_problem}"
+    assert sum(result.samples.values()) > 0, f"{name}: every sample was skipped"

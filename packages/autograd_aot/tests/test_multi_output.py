@@ -75,3 +75,30 @@ def test_inference_batch_norm_statistics_are_sized_like_eager(compiler):
     for g, w in zip(got, want, strict=True):
         assert g.shape == w.shape
         torch.testing.assert_close(g, w)
+
+
+_NORMS = {
+    # the functional form (after functionalization) of an op updating running statistics in place
+    "legit_eval": lambda x, w, b, rm, rv: torch._native_batch_norm_legit(x, w, b, rm, rv, False, 0.1, 1e-5),
+    "legit_train": lambda x, w, b, rm, rv: torch._native_batch_norm_legit(x, w, b, rm, rv, True, 0.1, 1e-5),
+    "layer_norm": lambda x, w, b, rm, rv: torch.native_layer_norm(x, [4], None, None, 1e-5),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("name", sorted(_NORMS))
+@pytest.mark.parametrize("compiler", ["aot_eager", "inductor"])
+def test_norm_statistics_have_the_devices_sizes_and_dtypes(compiler, name, dtype):
+    # the CPU kernel returns empty saved statistics in inference, and bfloat16 statistics for
+    # bfloat16 inputs and parameters; the meta kernel says (C,) and float32 (device_shapes.py)
+    f = _NORMS[name]
+    args = [torch.randn(3, 2, 4), torch.randn(2), torch.randn(2), torch.randn(2), torch.rand(2) + 0.5]
+    args = [a.to(dtype) for a in args]
+    want_args = [a.clone() for a in args]
+    want = f(*want_args)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback to eager
+        got = _compile(f, backend=compiler)(*args)
+    for g, w in zip((*got, *args), (*want, *want_args), strict=True):  # the running statistics too
+        assert (g.shape, g.dtype) == (w.shape, w.dtype)
+        torch.testing.assert_close(g, w)

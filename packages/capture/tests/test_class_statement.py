@@ -101,3 +101,21 @@ def test_a_body_doing_more_than_defining_methods_is_refused(compile_with, f, rea
         compile_with(f, fullgraph=True)(torch.randn(3))
     x = torch.randn(3)
     torch.testing.assert_close(compile_with(f)(x), f(x))
+
+
+def test_a_class_whose_methods_call_super_is_built(compile_with, backend):
+    class Base:
+        def __init__(self, scale):
+            self.scale = scale
+
+    def f(x):
+        class Scaled(Base):
+            def __init__(self):
+                super().__init__(3.0)
+
+        return x * Scaled().scale
+
+    compiled = compile_with(f, fullgraph=True)
+    x = torch.randn(4)
+    torch.testing.assert_close(compiled(x), f(x))
+    assert len(backend.graphs) == 1

@@ -92,3 +92,26 @@ def test_min_and_max_of_sizes_are_guarded_not_specialized(compile_with, backend)
     assert len(backend.graphs) == 2
     _run(compiled, f, [(torch.randn(9, 2), torch.randn(4, 2))])  # the order flips: recompiles, right
     assert len(backend.graphs) == 3
+
+
+class _PositionBuffer(torch.nn.Module):
+    """CLIP's text embeddings: a position buffer sliced to the sequence length, after a check."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("position_ids", torch.arange(16).expand(1, -1))
+
+    def forward(self, x):
+        n = x.shape[1]
+        if n > self.position_ids.shape[1]:
+            raise ValueError("sequence longer than the position table")
+        return x + self.position_ids[:, :n]
+
+
+def test_a_buffer_sliced_by_a_checked_length_stays_symbolic(compile_with, backend):
+    model = _PositionBuffer()
+    compiled = compile_with(model)
+    for n in (3, 5, 7, 11):  # doubling 7 or 11 passes the table: those sizes are guarded out
+        x = torch.randn(2, n)
+        torch.testing.assert_close(compiled(x), model(x))
+    assert len(backend.graphs) == 2

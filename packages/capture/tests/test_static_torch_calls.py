@@ -36,3 +36,12 @@ def test_conjugate_transposes_of_real_and_complex_tensors(compile_with, backend)
         x, m = torch.randn(3, 4, dtype=dtype), torch.randn(2, 3, 4, dtype=dtype)
         for got, expected in zip(compiled(x, m), f(x, m)):
             torch.testing.assert_close(got.resolve_conj(), expected.resolve_conj())
+
+
+def test_broadcast_shapes_of_known_sizes_is_a_constant(compile_with, backend):
+    def f(x):
+        return x.expand(torch.broadcast_shapes(x.shape, (3, 1))) + 1
+
+    x = torch.randn(1, 4)
+    torch.testing.assert_close(compile_with(f, fullgraph=True)(x), f(x))
+    assert len(backend.graphs) == 1

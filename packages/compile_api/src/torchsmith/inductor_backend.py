@@ -6,6 +6,8 @@ rules of docs/architecture.md): the inductor itself never imports autograd_aot.
 import warnings
 from collections.abc import Callable
 
+import torch
+
 from torchsmith.autograd_aot import aot_compile
 from torchsmith.autograd_aot.runtime import python_compiler
 from torchsmith.inductor.backend import (
@@ -18,10 +20,28 @@ from torchsmith.inductor.backend import (
     with_input_strides,
 )
 from torchsmith.inductor.errors import InductorError
-from torchsmith.ir import Graph
+from torchsmith.inductor.lower import LOWERINGS, register_lowering
+from torchsmith.inductor.lowerings_fallback import lower_fallback
+from torchsmith.ir import Graph, lookup_op
 from torchsmith.ir.gc_pause import paused_gc
 
 Compiler = Callable[[Graph, list], Callable]
+
+# Dialects whose ops the stages know by name; any other op with an operator overload behind it is a
+# torch.library custom op capture recorded
+_KNOWN_DIALECTS = ("aten.", "prims.", "torch.", "operator.", "math.", "allow_in_graph.")
+
+
+def keep_custom_ops_whole(graph: Graph) -> Graph:
+    """`graph` after registering the inductor's extern fallback for each `torch.library` custom op
+    in it (`transformers.grouped_mm_fallback.default`): the op runs its own kernel, as torch.compile
+    runs it, since its body is opaque by design."""
+    for node in graph.nodes:
+        if node.op in LOWERINGS or node.op.startswith(_KNOWN_DIALECTS):
+            continue
+        if isinstance(lookup_op(node.op).eager, torch._ops.OpOverload):
+            register_lowering(node.op)(lower_fallback)
+    return graph
 
 
 def backward_compiler(options: dict | None) -> Compiler:
@@ -33,7 +53,7 @@ def backward_compiler(options: dict | None) -> Compiler:
         graph = with_input_strides(graph, example_inputs)
         try:
             with paused_gc():  # as for the forward (fallback.Backend)
-                return compile_for_device(graph, example_inputs, options)
+                return compile_for_device(keep_custom_ops_whole(graph), example_inputs, options)
         except InductorError as e:
             if not fallback:
                 raise
@@ -67,7 +87,9 @@ def inductor_backend(graph: Graph, example_inputs, options: dict | None = None) 
     # fallback="raise" the user wants the error now, not inside `.backward()`.
     raising = (options or {}).get("fallback", "eager") != "eager"
     return aot_compile(
-        graph, example_inputs, lambda g, inputs: compile_for_device(g, inputs, options),
+        graph,
+        example_inputs,
+        lambda g, inputs: compile_for_device(keep_custom_ops_whole(g), inputs, options),
         backward_compiler(options), decompose=to_prims_keep,
         check_backward=check_backward if raising else None,
     )

@@ -158,6 +158,8 @@ class _Functionalizer:
         results = results if isinstance(results, tuple) else (results,)
         aliased = returns_aliasing(node)
         fresh_outputs = [i for i in range(len(node.outputs)) if i not in aliased]
+        if not node.op.split(".")[1].endswith("_"):  # the fresh outputs, then the mutated arguments
+            results = self.keep_traced_types(results, [node.outputs[i] for i in fresh_outputs] + targets)
         if node.op.split(".")[1].endswith("_"):
             new_values = list(results)  # `foo_` -> `foo`: the twin returns the new self
         else:
@@ -176,6 +178,29 @@ class _Functionalizer:
         bound = bound_arguments(node)
         for i, position in aliased.items():
             self.aliases[node.outputs[i].name] = self.aliases[bound[position].name]
+
+
+    def keep_traced_types(self, results: tuple, traced: list[Value]) -> tuple:
+        """The twin's results typed as the traced node's own outputs and mutated arguments where
+        their sizes or dtypes differ: the trace took those from the device where the meta kernel
+        differs (device_shapes.py: batch norm's statistics), the twin's come from the meta kernel."""
+        fixed = [
+            Value(r.name, t.type) if _tensor_types(r, t) and _differ(r.type, t.type) else r
+            for r, t in zip(results, traced)
+        ]
+        if all(a is b for a, b in zip(fixed, results)):
+            return results
+        fixed += results[len(fixed):]
+        self.nodes[-1] = self.nodes[-1].replace(outputs=tuple(fixed))
+        return tuple(fixed)
+
+
+def _tensor_types(*values: Value) -> bool:
+    return all(isinstance(v.type, TensorType) for v in values)
+
+
+def _differ(a: TensorType, b: TensorType) -> bool:
+    return a.shape != b.shape or a.dtype != b.dtype
 
 
 # Ops that return their input unchanged as far as a graph without autograd is concerned.

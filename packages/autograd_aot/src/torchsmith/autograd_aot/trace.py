@@ -23,8 +23,20 @@ from torchsmith.autograd_aot.device_shapes import with_device_shapes
 from torchsmith.autograd_aot.errors import TraceError
 from torchsmith.autograd_aot.fused_attention import fused_attention
 from torchsmith.autograd_aot.views import is_metadata_mutation, is_view_op, metadata_view_twin, track_aliases
-from torchsmith.ir import Graph, Node, ScalarType, SymIntType, TensorType, Value, op_name_of, type_of
+from torchsmith.ir import (
+    Graph,
+    Node,
+    ScalarType,
+    SymIntType,
+    TensorType,
+    Value,
+    lookup_op,
+    op_name_of,
+    register_op,
+    type_of,
+)
 from torchsmith.ir.builder import name_hint
+from torchsmith.ir.errors import UnknownOpError
 from torchsmith.ir.graph import ArgList, freeze_arg
 from torchsmith.ir.interpreter import bind_symbols, node_results, run_node
 from torchsmith.ir.names import NameGenerator
@@ -178,6 +190,8 @@ class _Recorder(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
         op = op_name_of(func)
+        if not op.startswith("aten."):
+            _register_custom_op(op, func)
         ir_args = [self._to_ir(a, op) for a in args]
         ir_kwargs = {k: self._to_ir(v, op) for k, v in kwargs.items()}
         if "device" in kwargs and kwargs["device"] is not None:
@@ -426,3 +440,13 @@ def trace(graph: Graph, example_inputs, *, training: bool, device: str | None = 
     aten = Graph(graph.name, tuple(recorder.inputs), tuple(recorder.nodes), tuple(base_values + grad_values),
                  graph.stamps)
     return TracedProgram(aten, num_inputs, len(bases), tuple(specs), differentiable, grad_inputs, metadata)
+
+
+def _register_custom_op(op: str, func) -> None:
+    """Make a `torch.library` custom op the trace meets (the backward op a custom op's autograd
+    formula calls) an op of the registry, with its overload as the eager implementation."""
+    try:
+        lookup_op(op)
+    except UnknownOpError:
+        if isinstance(func, torch._ops.OpOverload):
+            register_op(op, func, doc=f"the torch.library custom op {func.name()}")

@@ -13,15 +13,28 @@ import torch
 
 from torchsmith.autograd_aot.errors import FunctionalizationError
 from torchsmith.ir import Node, TensorType, Value, lookup_op
+from torchsmith.ir.errors import UnknownOpError
 from torchsmith.ir.graph import freeze_arg
 
 
 def schema_of(op: str):
-    """The TorchScript schema of an `aten.*` op name, or None for other dialects."""
+    """The TorchScript schema of an `aten.*` op name or of a registered operator overload (a
+    `torch.library` custom op capture recorded, `transformers.grouped_mm_fallback.default`), or
+    None for other dialects."""
     if not op.startswith("aten."):
-        return None
+        if op.split(".", 1)[0] in _PYTHON_DIALECTS:
+            return None
+        try:
+            eager = lookup_op(op).eager
+        except UnknownOpError:
+            return None
+        return eager._schema if isinstance(eager, torch._ops.OpOverload) else None
     eager = lookup_op(op).eager
     return getattr(eager, "_schema", None)
+
+
+# Dialects of Python-level functions, which have no schema
+_PYTHON_DIALECTS = frozenset({"torch", "operator", "math", "prims", "allow_in_graph"})
 
 
 @functools.cache

@@ -172,6 +172,16 @@ class BuiltinOps:
         self.setattr(obj, self.attribute_name("setattr", name), value)
         return ConstVar(None)
 
+    def builtin_delattr(self, args, kwargs):
+        obj, name = args
+        name = self.attribute_name("delattr", name)
+        if isinstance(obj, ConstVar) and self.is_private(obj.value):
+            delattr(obj.value, name)  # a copy only this capture sees (copies.py)
+            return ConstVar(None)
+        raise Unsupported(
+            f"delattr({obj.describe()}, {name!r}) (capture deletes attributes of its own copies only)"
+        )
+
     def builtin_super(self, args, kwargs):
         if not args:
             frame = self._current_frame
@@ -454,6 +464,7 @@ _HANDLED = {
     builtins.getattr: "getattr",
     builtins.hasattr: "hasattr",
     builtins.setattr: "setattr",
+    builtins.delattr: "delattr",
     builtins.super: "super",
     builtins.range: "range",
     builtins.iter: "iter",

@@ -6,6 +6,7 @@ and the `math`/`operator` modules fold on constants (builtins.py); anything else
 """
 
 import collections.abc
+import copy
 import functools
 import inspect
 import types
@@ -14,11 +15,13 @@ import weakref
 import sympy
 import torch
 
+from torchsmith.capture.aten_calls import is_aten_packet, packet_overload
 from torchsmith.capture.builtins import BuiltinOps
+from torchsmith.capture.custom_ops import custom_op_name, custom_op_overload, is_custom_op
 from torchsmith.capture.errors import Unsupported
 from torchsmith.capture.objects import traceable_dataclass
 from torchsmith.capture.python_state import PythonStateOps, is_context_var_method
-from torchsmith.capture.tensors import DATA_DEPENDENT_METHODS, METADATA_METHODS
+from torchsmith.capture.tensors import DATA_DEPENDENT_METHODS, METADATA_METHODS, to_graph_arg
 from torchsmith.capture.variables import (
     NULL,
     BuiltinMethodVar,
@@ -71,6 +74,7 @@ STATIC_TORCH_FUNCTIONS = {
     torch.is_floating_point,
     torch.is_complex,
     torch.is_signed,
+    torch.broadcast_shapes,
     torch.get_default_dtype,
     torch.numel,
     torch.is_grad_enabled,
@@ -148,6 +152,8 @@ class CallOps(BuiltinOps, PythonStateOps):
         special = self.builtin_handler(value)
         if special is not None:
             return special(args, kwargs)
+        if value is copy.deepcopy:
+            return self.deep_copy(args, kwargs)
         if value is functools.partial:
             return self.make_partial(args, kwargs)
         if type(value) is functools.partial:  # a partial made outside: call its parts, read (and guarded) now
@@ -208,7 +214,22 @@ class CallOps(BuiltinOps, PythonStateOps):
             return self.inline_function(ConstVar(inner), args, kwargs, depth)
         if isinstance(value, types.MethodType):
             return self.call(self.wrap_method(value, fn.source), args, kwargs)
+        if is_aten_packet(value):  # torch.ops.aten.x(...): recorded as the overload torch picks
+            packet = str(value)
+            graph_args = tuple(to_graph_arg(a, packet) for a in args)
+            graph_kwargs = {k: to_graph_arg(v, packet) for k, v in kwargs.items()}
+            overload = packet_overload(value, graph_args, graph_kwargs)
+            return self.call_torch(op_name_of(overload), overload, args, kwargs)
+        if is_custom_op(value):  # a torch.library op: one graph op, kept whole (custom_ops.py)
+            overload = custom_op_overload(value, args, kwargs)
+            return self.record(custom_op_name(overload), overload, args, kwargs)
         torch_name = self.torch_op_name(value)
+        if torch_name is not None and isinstance(value, types.FunctionType) and any(
+            _is_callable_tracker(a) for a in self.flat_trackers([*args, *kwargs.values()])
+        ):
+            # a torch function written in Python that takes a callable (a distance function): a
+            # graph cannot hold the callable, so the body is traced, the callable inlined in it
+            return self.inline_function(fn, args, kwargs, depth)
         if torch_name is not None:
             return self.call_torch(torch_name, value, args, kwargs)
         if isinstance(value, types.FunctionType):
@@ -512,6 +533,14 @@ class CallOps(BuiltinOps, PythonStateOps):
 
     def call_container_method(self, obj, name: str, args, kwargs):
         return self.container_method(obj, name, args, kwargs)
+
+
+def _is_callable_tracker(tracker) -> bool:
+    """Whether `tracker` stands for a function, method, partial or callable object (not a class)."""
+    if isinstance(tracker, (FunctionVar, MethodVar, PartialVar, ObjectVar)):
+        return True
+    value = getattr(tracker, "value", None)
+    return isinstance(tracker, ConstVar) and callable(value) and not isinstance(value, type)
 
 
 def _is_static_torch_function(value) -> bool:

@@ -26,14 +26,15 @@ import types
 from torchsmith.capture.errors import Unsupported
 from torchsmith.capture.variables import CellVar, ConstVar, FunctionVar
 
-# Instructions a class body may run: name bindings, constants, function definitions and calls.
-# Cell reads (`LOAD_CLASSDEREF`, `LOAD_FROM_DICT_OR_DEREF`) are absent: the fresh runtime cells are
-# empty while the body runs.
+# Instructions a class body may run: name bindings, constants, function definitions and calls, and
+# the `__classcell__` of methods calling `super()`. Cell reads and writes (`LOAD_CLASSDEREF`,
+# `LOAD_FROM_DICT_OR_DEREF`, `STORE_DEREF`) are absent: the fresh runtime cells are empty while the
+# body runs, and a write would miss capture's cell.
 _BODY_OPS = frozenset(
     {
         "RESUME", "NOP", "CACHE", "COPY_FREE_VARS", "MAKE_CELL", "LOAD_NAME", "STORE_NAME", "LOAD_CONST",
-        "LOAD_CLOSURE", "STORE_DEREF", "MAKE_FUNCTION", "SET_FUNCTION_ATTRIBUTE", "BUILD_TUPLE", "PRECALL",
-        "CALL", "PUSH_NULL", "POP_TOP", "RETURN_VALUE", "RETURN_CONST", "LOAD_FAST",
+        "LOAD_CLOSURE", "MAKE_FUNCTION", "SET_FUNCTION_ATTRIBUTE", "BUILD_TUPLE", "PRECALL",
+        "CALL", "PUSH_NULL", "POP_TOP", "RETURN_VALUE", "RETURN_CONST", "LOAD_FAST", "COPY",
     }
 )
 # The names a class body may read: with no other name in reach, its only calls are these decorators.

@@ -329,9 +329,12 @@ def _has_hooks(module) -> bool:
 
 
 def _has_backward_or_global_hooks(module) -> bool:
+    """Hooks `call_with_forward_hooks` does not run as `nn.Module.__call__` would (backward hooks,
+    global hooks, forward hooks that must run even when forward raises)."""
     hooks = torch.nn.modules.module
     return bool(
         module._backward_hooks or getattr(module, "_backward_pre_hooks", None)
+        or getattr(module, "_forward_hooks_always_called", None)
         or hooks._global_forward_hooks or hooks._global_forward_pre_hooks or hooks._global_backward_hooks
         or getattr(hooks, "_global_backward_pre_hooks", None)
     )

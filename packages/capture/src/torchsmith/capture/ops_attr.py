@@ -67,6 +67,9 @@ class AttributeOps:
         value = frame.pop()
         self.setattr(obj, ins.argval, value)
 
+    def op_DELETE_ATTR(self, frame, ins):
+        self.builtin_delattr([frame.pop(), ConstVar(ins.argval)], {})
+
     def op_LOAD_SUPER_ATTR(self, frame, ins):
         name, is_method, two_arg = ins.argval
         obj = frame.pop()
@@ -80,6 +83,8 @@ class AttributeOps:
             frame.push(attr)
 
     def setattr(self, obj, name: str, value) -> None:
+        if isinstance(obj, ConstVar) and self.is_private(obj.value):
+            return self.private_setattr(obj, name, value)
         if isinstance(obj, ConstVar) and not isinstance(obj.value, type):
             if isinstance(obj.value, torch.nn.Module) and isinstance(value, TensorVar):
                 current = getattr(obj.value, name, None)
@@ -164,6 +169,8 @@ class AttributeOps:
         if obj.source is not None:
             return obj.source
         value = obj.value
+        if self.is_private(value):
+            return None
         if isinstance(value, (type, types.ModuleType)) or hasattr(value, "__dict__"):
             return self.ns.name_of(value)
         return None
@@ -191,6 +198,8 @@ class AttributeOps:
                 self.guards.has_attribute(root, name, False, value)
             raise Unsupported(f"AttributeError: {e}") from e
         if source is None:
+            if self.is_private(value):
+                return self.private_attribute(value, name, result)
             if not isinstance(result, torch.Tensor):
                 return self.wrap_unguarded(result)
             return self.wrap(result, None)

@@ -15,6 +15,7 @@ function:
         return __resume(K4, G, L.get('__closure__'), (None, __outs[1], __r))
 """
 
+import copy
 import dataclasses
 import functools
 import operator
@@ -111,6 +112,8 @@ class Codegen:
                 f"the class {v.value.__qualname__}, defined by a class statement inside the compiled "
                 "function, is used after the graph (its methods close over cells only capture fills)"
             )
+        if isinstance(v, ConstVar) and v.source is None and self.t.is_private(v.value):
+            return self.private_copy_expr(v.value)
         if isinstance(v, ConstVar):
             # simple constants read through a source are guarded equal (Tracer.wrap): write them as
             # literals, since the source may no longer hold them after the side effects (dict.pop)
@@ -191,6 +194,17 @@ class Codegen:
         else:
             body = ", ".join(f"{self.ns.literal(k)}: {self.expr(x)}" for k, x in v.items.items())
             self.lines.append(f"{name}.update({{{body}}})")
+        return name
+
+    def private_copy_expr(self, value) -> str:
+        """The local holding a new copy of an object `copy.deepcopy` made during capture (copies.py):
+        copied again from its state at the end of the capture, once per run, so each call gets its
+        own object as in eager."""
+        name = self.object_names.get(id(value))
+        if name is None:
+            self.t.check_private_containers(value, "used after the graph")
+            name = self.object_names[id(value)] = f"__o{len(self.object_names)}"
+            self.lines.append(f"{name} = {self.ns.name_of(copy.deepcopy)}({self.ns.name_of(value)})")
         return name
 
     def object_expr(self, v: ObjectVar) -> str:

@@ -16,6 +16,9 @@ the dims inner to it in a permuted dense layout (channels-last). An op that fail
 alone changes (a static weight broadcast against a symbolic channel count) specializes that symbol
 and fits the rest. When no form fits (or the op fails at the other sizes), the symbols involved are
 specialized: guarded equal to their hints, so the graph stays right for every call its guards admit.
+Comparisons decided on sizes are kept as facts (`s0 <= 64`): when the runs at all the sizes do not
+fit, the fit is tried on the sizes the facts admit (a position buffer sliced to a checked length
+is clamped only past the check), provided each symbol still changes alone and once with the others.
 This is a heuristic: a piecewise size function that happens to agree with a simpler form at all of
 these points would be fitted wrongly; per-op symbolic shape rules would remove that risk.
 
@@ -44,6 +47,8 @@ class ShapeEnv:
         self.hints: dict[sympy.Symbol, int] = {}
         self.origin: dict[sympy.Symbol, str] = {}  # symbol -> "L['x'].size(0)"
         self.specialized: set[sympy.Symbol] = set()
+        # comparisons decided and guarded (`s0 <= 64`): sizes outside them never reach this graph
+        self.facts: list = []
         namespace.values["___ev"] = evaluate
 
     def size_symbol(self, size: int, size_source: str):
@@ -106,7 +111,12 @@ class ShapeEnv:
             return value
         lhs, rhs = self.python_expr(held.lhs), self.python_expr(held.rhs)
         self.guards.add(f"{lhs} {held.rel_op} {rhs}")
+        self.facts.append(held)
         return value
+
+    def admits(self, point: dict) -> bool:
+        """Whether sizes `point` (symbol -> int) satisfy every guarded comparison."""
+        return all(bool(fact.subs(point)) for fact in self.facts)
 
     # ----------------------------------------------------------------- types
     def input_type(self, tensor: torch.Tensor, source: str, dims: set[int]) -> TensorType:
@@ -195,7 +205,14 @@ def infer_symbolic(env: ShapeEnv, infer, args: tuple, kwargs: dict):
             if scale is None:
                 raise
             results.append(None)
-    if any(r is None for r in results):
+    points = [{s: env.hints[s] * (scale.get(s, 1) if scale else 1) for s in env.hints} for scale in runs]
+    # Sizes the guards exclude never reach the graph, so what the op does there (a slice
+    # `buf[:, :s0]` clamped at the buffer's length past `s0 <= 64`) need not fit: when all the
+    # sizes do not, the fit is tried again on the admitted ones.
+    kept = [i for i, p in enumerate(points) if i == 0 or env.admits(p)]
+    if len(kept) == len(runs) or not _enough(kept, len(syms)):
+        kept = None
+    if any(r is None for r in results) and (kept is None or any(results[i] is None for i in kept)):
         # An op that fails when one symbol alone changes (a static weight broadcast against a
         # symbolic channel count) needs that symbol fixed, not the others: fit again without it.
         failing = [s for s, r in zip(syms, results[1:1 + len(syms)]) if r is None]
@@ -204,12 +221,24 @@ def infer_symbolic(env: ShapeEnv, infer, args: tuple, kwargs: dict):
                 env.specialize(s)
             return infer_symbolic(env, infer, args, kwargs)
         return _specialized(env, syms, results[0])
-    points = [{s: env.hints[s] * (scale.get(s, 1) if scale else 1) for s in env.hints} for scale in runs]
+    candidates = lambda pts: Candidates(expressions_in((args, kwargs)), pts, int_constants_in((args, kwargs)))
+    if not any(r is None for r in results):
+        try:
+            return fit_types(results, syms, env, candidates(points))
+        except NoFit:
+            if kept is None:
+                return _specialized(env, syms, results[0])
     try:
-        return fit_types(results, syms, env, Candidates(expressions_in((args, kwargs)), points,
-                                                           int_constants_in((args, kwargs))))
+        return fit_types([results[i] for i in kept], syms, env, candidates([points[i] for i in kept]))
     except NoFit:
         return _specialized(env, syms, results[0])
+
+
+def _enough(kept: list[int], n_syms: int) -> bool:
+    """Whether the admitted runs still fit every symbol: the hints, each symbol changed alone (its
+    doubling) and once more with the others, so a dim that follows a symbol is not fitted as a
+    constant or as another symbol."""
+    return kept[: n_syms + 1] == list(range(n_syms + 1)) and len(kept) >= n_syms + 2
 
 
 def _specialized(env: ShapeEnv, syms, structure):

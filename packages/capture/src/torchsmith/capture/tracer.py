@@ -14,6 +14,7 @@ import torch
 
 from torchsmith.capture.calls import CallOps
 from torchsmith.capture.class_statement import ClassStatementOps
+from torchsmith.capture.copies import CopyOps
 from torchsmith.capture.errors import Unsupported
 from torchsmith.capture.guards import GuardSet, Namespace
 from torchsmith.capture.instructions import Instruction, normalize, start_of_original
@@ -106,7 +107,8 @@ class BreakReached(Exception):
 
 
 class Tracer(
-    StackOps, ControlOps, PythonOps, AttributeOps, DataclassOps, UserObjectOps, ClassStatementOps, CallOps
+    StackOps, ControlOps, PythonOps, AttributeOps, DataclassOps, UserObjectOps, ClassStatementOps, CopyOps,
+    CallOps,
 ):
     """Captures one function call into a graph plus the Python left around it."""
 
@@ -133,6 +135,8 @@ class Tracer(
         # the runtime cells their methods close over, which `cells_by_id` maps to capture's cells
         self.classes_built: dict[int, type] = {}
         self.fresh_cells: dict[int, object] = {}
+        self.private_objects: dict[int, object] = {}  # copies only this capture sees (copies.py)
+        self.private_reads: dict[tuple[int, str], tuple] = {}  # (id, attribute) -> (list/dict, tracker)
         self.mutables_by_id: dict[int, tuple] = {}  # id(list or dict) -> (its tracker, the object)
         self.mutable_sources: list[VariableTracker] = []
         self.objects_by_id: dict[int, tuple[str, object]] = {}  # id(object) -> (first source, object)

@@ -6,6 +6,9 @@ one up to `first_bucket_bytes_cap`, the rest up to `bucket_bytes_cap`, or the pe
 `bucket_cap_mb_list`). Gradients become ready in reverse order of the parameters' first use in the
 forward, so the buckets are computed from that order with the reducer's own assignment function
 (`torch.distributed._compute_bucket_assignment_by_size`) and the DDP module's limits.
+
+With `find_unused_parameters=True` (and no static graph) DDP never rebuilds: the buckets it built at
+construction are final, and `fixed_buckets` reads them from its reducer.
 """
 
 from dataclasses import dataclass
@@ -48,3 +51,13 @@ def bucket_assignment(params_in_ready_order: list[torch.Tensor], limits: BucketL
     sparse = [False] * len(params_in_ready_order)
     indices, _ = dist._compute_bucket_assignment_by_size(params_in_ready_order, list(limits.limits), sparse)
     return [list(bucket) for bucket in indices]
+
+
+def fixed_buckets(ddp: torch.nn.Module) -> list[list[torch.Tensor]] | None:
+    """The reducer's buckets (parameters, bucket 0 first) when DDP never rebuilds them, else None."""
+    if not getattr(ddp, "find_unused_parameters", False) or getattr(ddp, "static_graph", False):
+        return None
+    reducer = getattr(ddp, "reducer", None)
+    if reducer is None:
+        return None
+    return [list(bucket.parameters()) for bucket in reducer._get_zeros_like_grad_buckets()]

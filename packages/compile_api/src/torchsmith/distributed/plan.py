@@ -8,13 +8,19 @@ first (the first piece completes it), gives each bucket a piece whose backward c
 pieces in front of it are still to run. A cut that is not
 safe (`split.safe_cuts`) moves to the nearest safe position in front of it, which still completes
 the bucket no later than the piece's backward.
+
+The cut is planned once, when the graph compiles (DDP's first forward). DDP then rebuilds its buckets
+from the order the pieces' backwards produced gradients in; within one piece that order is
+autograd's, not the forward's, so a rebuilt bucket may take a parameter or two from the next piece.
+Each rebuilt bucket is still completed by one piece or two adjacent ones, so the all-reduces stay
+staggered through the backward (test_ddp.py checks the launches), and the graph is not cut again.
 """
 
 from dataclasses import dataclass
 
 import torch
 
-from torchsmith.distributed.buckets import BucketLimits, bucket_assignment, reduced_parameters
+from torchsmith.distributed.buckets import BucketLimits, bucket_assignment, fixed_buckets, reduced_parameters
 from torchsmith.distributed.split import safe_cuts
 from torchsmith.ir import Graph
 
@@ -60,7 +66,13 @@ def plan_split(graph: Graph, example_inputs, ddp: torch.nn.Module) -> SplitPlan:
     # gradients become ready last use first; of two parameters first read by one node, the later
     # argument's first (a linear layer's bias before its weight), as eager's backward produces them
     params.sort(key=lambda t: (-t[0], -t[1]))
-    buckets = bucket_assignment([example_inputs[i] for _, i, _ in params], BucketLimits.of(ddp))
+    fixed = fixed_buckets(ddp)
+    if fixed is not None:  # DDP's own buckets, final from the start
+        position = {id(example_inputs[i]): k for k, (_, i, _) in enumerate(params)}
+        buckets = [[position[id(p)] for p in bucket if id(p) in position] for bucket in fixed]
+        buckets = [bucket for bucket in buckets if bucket]
+    else:
+        buckets = bucket_assignment([example_inputs[i] for _, i, _ in params], BucketLimits.of(ddp))
     wanted = sorted({min(params[k][0] for k in bucket) for bucket in buckets})
     # the bucket read first is completed by the first piece whatever it starts with: no cut for it
     wanted = wanted[1:]

@@ -119,8 +119,12 @@ def _public_functions(module, owners: tuple[str, ...]) -> dict[str, Callable]:
 # Private ATen-bound torch functions that public modules call in their forward, so that capture
 # records them as ops instead of breaking the graph: nn.utils.weight_norm (both APIs) calls
 # torch._weight_norm (Wav2Vec2's positional convolution); nn.TransformerEncoderLayer and
-# nn.MultiheadAttention call their fused fast paths in inference.
-_TORCH_PRIVATE_OPS = ("_weight_norm", "_transformer_encoder_layer_fwd", "_native_multi_head_attention")
+# nn.MultiheadAttention call their fused fast paths in inference. The rest are ATen ops torch's own
+# OpInfo database calls through torch.* (functional, or mutating only running statistics).
+_TORCH_PRIVATE_OPS = (
+    "_weight_norm", "_transformer_encoder_layer_fwd", "_native_multi_head_attention",
+    "_chunk_cat", "_unsafe_masked_index", "_unsafe_masked_index_put_accumulate", "_native_batch_norm_legit",
+)
 
 
 def _torch_functions() -> dict[str, Callable]:

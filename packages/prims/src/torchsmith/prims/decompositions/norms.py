@@ -96,14 +96,16 @@ def batch_norm_functional(e, x, weight, bias, running_mean, running_var, trainin
     else:
         mean, invstd = running_mean, e.reciprocal(e.sqrt(e.add(running_var, float(eps))))
         new_mean, new_var = e.clone(running_mean), e.clone(running_var)
-        # The meta function declares per-channel saved statistics here (eager's CPU kernel returns
-        # empty ones); IR types come from meta, so give the statistics actually used.
+        # per-channel saved statistics where the trace declared them so (the meta kernel's sizes),
+        # empty ones where it asked the device's kernel (_eval_statistics below)
         saved_mean, saved_invstd = e.clone(running_mean), invstd
     out = e.mul(e.sub(x, _spread(e, mean, t.shape, channel)), _spread(e, invstd, t.shape, channel))
     if weight is not None:
         out = e.mul(out, _spread(e, weight, t.shape, channel))
     if bias is not None:
         out = e.add(out, _spread(e, bias, t.shape, channel))
+    if not training:
+        out, saved_mean, saved_invstd = _eval_statistics(e, (out, saved_mean, saved_invstd))
     return out, saved_mean, saved_invstd, new_mean, new_var
 
 
@@ -196,7 +198,7 @@ def native_group_norm_backward(e, grad_out, x, mean, rstd, weight, n, c, hxw, gr
 @register_decomposition("aten._native_batch_norm_legit_no_training.default", declines=DECLINES)
 def batch_norm_inference(e, x, weight, bias, running_mean, running_var, momentum, eps):
     result = batch_norm_functional(e, x, weight, bias, running_mean, running_var, False, momentum, eps)
-    return result if result is KEEP else _eval_statistics(e, result[:3])
+    return result if result is KEEP else result[:3]
 
 
 def _eval_statistics(e, result):
@@ -221,4 +223,4 @@ def batch_norm_eval(e, x, weight, bias, running_mean, running_var, training, mom
     if training:
         return KEEP
     result = batch_norm_functional(e, x, weight, bias, running_mean, running_var, False, momentum, eps)
-    return result if result is KEEP else _eval_statistics(e, result[:3])
+    return result if result is KEEP else result[:3]

@@ -1,0 +1,216 @@
+"""`copy.deepcopy` inside compiled code (transformers copies its config in `forward`).
+
+Tracing `deepcopy` line by line would walk `copy`'s dispatch tables, `__reduce_ex__` and
+`object.__new__`, each a graph break. A copy of plain Python data needs no graph at all, so capture
+makes it at capture time:
+
+- the argument's whole object graph is read once into a state (nested tuples of types and values);
+  an argument that holds a tensor, a module or anything else whose state is not plain data is a
+  graph break naming what it holds and where;
+- the argument is guarded on that state (one guard, `state_of(source) == recorded`), so a
+  config changed between calls recompiles;
+- the copy is a *private* object: nobody outside the capture sees it, so what is read from it needs
+  no guards and attribute stores on it run natively at capture time;
+- a private copy that escapes the graph (returned, stored, passed to a resume function) is copied
+  again after the graph, from its state at the end of the capture, so every call gets a new object
+  as in eager.
+
+Lists, tuples and dicts the capture tracks item by item are copied tracker by tracker.
+"""
+
+import copy
+import enum
+import functools
+import types
+
+import torch
+
+from torchsmith.capture.errors import Unsupported
+from torchsmith.capture.variables import ConstVar, DictVar, ListVar, TensorVar, TupleVar
+
+# What deepcopy returns as is (copy's atomic types, plus torch's immutable scalars)
+_ATOMIC = (
+    type(None), bool, int, float, complex, str, bytes, type, range, types.FunctionType,
+    types.BuiltinFunctionType, types.CodeType, type(Ellipsis), type(NotImplemented), property,
+    torch.dtype, torch.device, enum.Enum,
+)
+_CONTAINERS = (list, tuple, dict, set, frozenset)
+_HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: the class was made by a class statement
+
+
+# Types whose values are compared as they are (the common leaves of a config), without a call each
+_LEAVES = frozenset({type(None), bool, int, str, bytes, complex, torch.dtype})
+
+
+def state_of(value, _path=()):
+    """The plain-data state of `value` as nested tuples, equal for objects deepcopy would copy
+    alike; raises `Unsupported` naming what `value` holds that is not plain data.
+
+    >>> state_of({"a": [1, 2.0]}) == state_of({"a": [1, 2.0]})
+    True
+    """
+    kind = type(value)
+    if kind in _LEAVES:
+        return (kind, value)
+    if issubclass(kind, _ATOMIC):
+        if kind is float and value != value:
+            return (float, "nan")
+        return (kind, value)
+    if id(value) in _path:
+        raise Unsupported(f"copy.deepcopy of an object that holds itself ({kind.__qualname__})")
+    path = (*_path, id(value))
+    if issubclass(kind, dict):
+        return (kind, tuple((_leaf_or_state(k, path), _leaf_or_state(v, path)) for k, v in value.items()))
+    if issubclass(kind, (set, frozenset)):
+        return (kind, frozenset(state_of(v, path) for v in value))
+    if issubclass(kind, (list, tuple)):
+        return (kind, tuple(_leaf_or_state(v, path) for v in value))
+    if issubclass(kind, (torch.Tensor, torch.nn.Module)):
+        raise Unsupported(
+            f"copy.deepcopy of an object that holds a {kind.__qualname__}: capture copies "
+            "plain Python data only (copy the tensors outside the compiled function)"
+        )
+    if not _plain_class(kind):
+        raise Unsupported(f"copy.deepcopy of a {kind.__qualname__}, whose state is not a plain __dict__")
+    # read past the class's own __getattribute__ (transformers' configs have one): the state is the dict
+    attrs = object.__getattribute__(value, "__dict__")
+    return (kind, tuple((k, _leaf_or_state(v, path)) for k, v in attrs.items()))
+
+
+def _leaf_or_state(value, path):
+    kind = type(value)
+    return (kind, value) if kind in _LEAVES else state_of(value, path)
+
+
+def object_ids(value, found: set) -> set:
+    """The ids of the mutable objects reachable from `value` (the ones `state_of` reads)."""
+    if isinstance(value, _ATOMIC) or id(value) in found:
+        return found
+    found.add(id(value))
+    if isinstance(value, dict):
+        for k, v in value.items():
+            object_ids(k, found)
+            object_ids(v, found)
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        for v in value:
+            object_ids(v, found)
+    elif type(getattr(value, "__dict__", None)) is dict:
+        for v in vars(value).values():
+            object_ids(v, found)
+    return found
+
+
+@functools.cache
+def _plain_class(cls: type) -> bool:
+    """A class made by a class statement whose instances keep their state in a `__dict__` (C types
+    and slots keep state deepcopy reaches through other means)."""
+    bases = cls.__mro__[:-1]
+    return all(klass.__flags__ & _HEAP_TYPE and "__slots__" not in klass.__dict__ for klass in bases)
+
+
+class CopyOps:
+    """Mixin of the Tracer: `copy.deepcopy` and the private objects it makes."""
+
+    def deep_copy(self, args, kwargs):
+        if len(args) != 1 or kwargs:
+            raise Unsupported("copy.deepcopy with a memo argument (capture copies one object whole)")
+        return self.copy_tracker(args[0], {})
+
+    def copy_tracker(self, tracker, memo: dict):
+        """A new tracker holding what `copy.deepcopy` of `tracker`'s value would be."""
+        if id(tracker) in memo:
+            return memo[id(tracker)]
+        if isinstance(tracker, TensorVar):
+            raise Unsupported("copy.deepcopy of a tensor (capture copies plain Python data only)")
+        if isinstance(tracker, (ListVar, TupleVar)):
+            items = [self.copy_tracker(item, memo) for item in tracker.items]
+            copied = ListVar(items) if isinstance(tracker, ListVar) else TupleVar(items, cls=tracker.cls)
+        elif isinstance(tracker, DictVar):
+            items = {k: self.copy_tracker(v, memo) for k, v in tracker.items.items()}
+            copied = DictVar(items, cls=tracker.cls)
+        elif isinstance(tracker, ConstVar):
+            copied = self.copy_constant(tracker)
+        else:
+            raise Unsupported(f"copy.deepcopy of {tracker.describe()}")
+        memo[id(tracker)] = copied
+        return copied
+
+    def copy_constant(self, tracker: ConstVar):
+        value = tracker.value
+        if isinstance(value, _ATOMIC):
+            return tracker
+        recorded = state_of(value)
+        written = {id(obj.value) for obj, _, _ in self.attr_writes.values()}
+        if written & object_ids(value, set()):
+            raise Unsupported(
+                f"copy.deepcopy of a {type(value).__qualname__} whose attributes the compiled code "
+                "set before the copy (the copy would miss them)"
+            )
+        self.check_private_containers(value, "copied again")
+        if not self.is_private(value):
+            root = tracker.source or self.ns.name_of(value)
+            self.guards.add(f"{self.ns.name_of(state_of)}({root}) == {self.ns.name_of(recorded)}")
+        return self.private(copy.deepcopy(value))
+
+    # ----------------------------------------------------------------- private objects
+    def private(self, value) -> ConstVar:
+        """A tracker of an object only this capture can see (its reads need no guards)."""
+        if not isinstance(value, _ATOMIC):
+            self.private_objects[id(value)] = value
+        return ConstVar(value)
+
+    def check_private_containers(self, value, what: str) -> None:
+        """Refuse to use a private object natively (copy it, rebuild it after the graph) when a list
+        or dict read from it was changed through its tracker: the object itself does not hold the
+        change."""
+        reached = object_ids(value, set())
+        for (owner, name), (_, tracker) in self.private_reads.items():
+            if owner in reached and _changed(tracker):
+                raise Unsupported(
+                    f"attribute {name!r} of a copy made by copy.deepcopy was changed in place, and the "
+                    f"copy is {what} (capture changes such copies by attribute stores only)"
+                )
+
+    def is_private(self, value) -> bool:
+        return self.private_objects.get(id(value)) is value
+
+    def private_setattr(self, obj: ConstVar, name: str, value) -> None:
+        """Store on a private object natively: capture owns it, so the store is the object's state."""
+        if isinstance(value, TensorVar):
+            raise Unsupported(
+                f"storing a tensor as attribute {name!r} of a {type(obj.value).__qualname__} made by "
+                "copy.deepcopy in the compiled code"
+            )
+        if isinstance(value, ConstVar):
+            python = value.value
+        elif isinstance(value, (ListVar, TupleVar, DictVar)):
+            python = self.as_python(value)
+        else:
+            raise Unsupported(
+                f"storing {value.describe()} as attribute {name!r} of a copy made by copy.deepcopy"
+            )
+        setattr(obj.value, name, python)
+
+    def private_attribute(self, owner, name: str, value):
+        """What is read from a private object is private too (the copy owns its parts). A list or
+        dict is tracked item by item, one tracker per attribute, so a change made through one read
+        is seen by the next."""
+        if isinstance(value, _CONTAINERS):
+            key = (id(owner), name)
+            seen = self.private_reads.get(key)
+            if seen is None or seen[0] is not value:
+                seen = self.private_reads[key] = (value, self.wrap_unguarded(value))
+            return seen[1]
+        if isinstance(value, types.MethodType) or callable(value) and not hasattr(value, "__dict__"):
+            return self.wrap_unguarded(value)
+        if type(getattr(value, "__dict__", None)) is dict and not isinstance(value, (type, types.ModuleType)):
+            return self.private(value)
+        return self.wrap_unguarded(value)
+
+
+def _changed(tracker) -> bool:
+    """Whether a list or dict tracker, or one nested in it, was changed in place."""
+    if getattr(tracker, "mutated", False):
+        return True
+    items = tracker.items.values() if isinstance(tracker, DictVar) else getattr(tracker, "items", ())
+    return any(_changed(item) for item in items if isinstance(item, (ListVar, TupleVar, DictVar)))
