@@ -20,8 +20,8 @@ from torchsmith.inductor.backend import (
     with_input_strides,
 )
 from torchsmith.inductor.errors import InductorError
-from torchsmith.inductor.lower import LOWERINGS, register_lowering
-from torchsmith.inductor.lowerings_fallback import lower_fallback
+from torchsmith.inductor.lowering.fallback import lower_fallback
+from torchsmith.inductor.lowering.lower import LOWERINGS, register_lowering
 from torchsmith.ir import Graph, lookup_op
 from torchsmith.ir.gc_pause import paused_gc
 
