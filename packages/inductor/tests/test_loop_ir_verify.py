@@ -94,3 +94,11 @@ def test_pipeline_listing(capsys):
     out = capsys.readouterr().out
     listed = [line.split("->")[0].strip() for line in out.splitlines() if "->" in line]
     assert listed[: len(cpu_pipeline.CPU_PIPELINE.names())] == cpu_pipeline.CPU_PIPELINE.names()
+
+
+def test_a_load_past_the_end_of_its_buffer_is_caught():
+    program = _program()
+    x = program.inputs[0].name  # 4 x 8 elements
+    value = Load(x, 8 * index_var(0) + 1 + index_var(1), torch.float32)
+    with pytest.raises(LoopIRVerificationError, match="outside its storage of 32 elements"):
+        verify_loops(_with_body_value(program, value))

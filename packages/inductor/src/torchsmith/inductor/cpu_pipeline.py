@@ -7,7 +7,7 @@ The steps after `cache lookup` return their state unchanged when the lookup foun
 prims graph compiled before, in any process, by the same compiler code): the runner then records no
 time for them, and the compile goes straight to `build`. The runner times every step (into
 `CompiledGraph.timings` and an `inductor/time` event), verifies the graph and the loop IR between
-steps under `TORCHSMITH_VERIFY=1` (`TORCHSMITH_VERIFY_LOOPS=1`: this pipeline only) and dumps them
+steps under `TORCHSMITH_VERIFY=1` (`TORCHSMITH_VERIFY_LOOPS=1`: the loop IR alone) and dumps them
 under `TORCHSMITH_DUMP_IR`. The loop IR, the fusion decisions and the C++ are `inductor/loops`,
 `inductor/fusion` and `inductor/code` events.
 """
@@ -22,7 +22,7 @@ from torchsmith.inductor.errors import LoweringError
 from torchsmith.inductor.fusion.memory_plan import MemoryPlan, describe, plan_memory
 from torchsmith.inductor.fusion.scheduler import FusionDecision, Schedule, log_decision, schedule
 from torchsmith.inductor.loop_ir.program import LoopProgram
-from torchsmith.inductor.loop_ir.verify import register_loop_ir_kind
+from torchsmith.inductor.loop_ir.verify import register_loop_ir_kind, verify_step
 from torchsmith.inductor.lowering.channels_last import ChannelsLastPlan, plan_channels_last
 from torchsmith.inductor.lowering.decompose import to_prims
 from torchsmith.inductor.lowering.inline import inline_pointwise
@@ -173,10 +173,10 @@ CPU_PIPELINE = Pipeline(
 )
 
 
-def verify_loops_requested() -> bool | None:
-    """True under TORCHSMITH_VERIFY_LOOPS=1, else None (the runner then follows TORCHSMITH_VERIFY)."""
-    # TORCHSMITH_VERIFY_LOOPS=1 verifies inductor's IR without turning on every stage's verifier.
-    return True if os.environ.get("TORCHSMITH_VERIFY_LOOPS", "") not in ("", "0") else None
+def verify_loops_requested() -> bool:
+    """Whether TORCHSMITH_VERIFY_LOOPS=1 asks for the loop IR to be verified after every step
+    (TORCHSMITH_VERIFY=1 verifies every IR, through the pass runner)."""
+    return os.environ.get("TORCHSMITH_VERIFY_LOOPS", "") not in ("", "0")
 
 
 def compile_graph(graph: Graph, example_inputs=None, options: dict | None = None) -> CompiledGraph:
@@ -197,7 +197,10 @@ def compile_graph(graph: Graph, example_inputs=None, options: dict | None = None
     state = CpuState(graph, use_layout)
     timings: dict[str, float] = {}
     hit = False
-    for run in CPU_PIPELINE.iterate(state, verify=verify_loops_requested()):
+    check_loops = verify_loops_requested()
+    for run in CPU_PIPELINE.iterate(state):
+        if check_loops:
+            verify_step(state, run.state, CPU_PIPELINE.stage, run.step)
         state = run.state
         if run.stamp is not None:
             timings[run.step] = run.stamp.seconds

@@ -7,7 +7,7 @@ backend's `CompiledGraph` (a list of outputs, equal to `interpret(graph, *inputs
 After the steps: options["max_autotune"] also tries the Triton matmul template per shape
 (triton/matmul.py); options["triton.cudagraphs"] replays the result as a CUDA graph
 (runtime/cuda_graphs.py). The runner times each step (into `timings` and `inductor/time` events),
-verifies the graph and loop IR between steps under `TORCHSMITH_VERIFY=1` (or
+verifies the graph and loop IR between steps under `TORCHSMITH_VERIFY=1` (the loop IR alone under
 `TORCHSMITH_VERIFY_LOOPS=1`) and dumps them under `TORCHSMITH_DUMP_IR`.
 
 CPU tensors run only under `TRITON_INTERPRET=1` (the interpreter), which is how the tests run here.
@@ -22,7 +22,7 @@ from torchsmith.inductor.cpu_pipeline import verify_loops_requested
 from torchsmith.inductor.errors import LoweringError
 from torchsmith.inductor.fusion.scheduler import schedule
 from torchsmith.inductor.loop_ir.program import LoopProgram
-from torchsmith.inductor.loop_ir.verify import register_loop_ir_kind
+from torchsmith.inductor.loop_ir.verify import register_loop_ir_kind, verify_step
 from torchsmith.inductor.lowering.channels_last import ChannelsLastPlan, plan_channels_last
 from torchsmith.inductor.lowering.decompose import to_prims
 from torchsmith.inductor.lowering.inline import inline_pointwise
@@ -149,7 +149,10 @@ def compile_graph_triton(graph: Graph, example_inputs=None, options: dict | None
     state = GpuState(graph, options, groups=None if groups is None else tuple(tuple(g) for g in groups))
     state = replace(state, fixed_groups=groups is not None)
     timings = {}
-    for run in GPU_PIPELINE.iterate(state, verify=verify_loops_requested()):
+    check_loops = verify_loops_requested()
+    for run in GPU_PIPELINE.iterate(state):
+        if check_loops:
+            verify_step(state, run.state, GPU_PIPELINE.stage, run.step)
         state = run.state
         if run.stamp is not None:
             timings[run.step] = run.stamp.seconds

@@ -8,6 +8,8 @@ It checks that
 - every index variable in a body is bound where it is used: `i<k>` by one of the buffer's `ranges`,
   `r<k>` by one of its `reduction_ranges` (reductions and scatters only), `x<k>` by an enclosing
   `Indirect`; any other symbol is one of the program's size symbols;
+- a load whose index is affine in variables of static ranges stays inside the storage of what it
+  reads, for every value of the variables (clamped and other non-affine indices are not checked);
 - dtypes agree: a load has the dtype of what it reads, a pointwise body has its buffer's dtype, a
   reduction's type is known.
 
@@ -33,7 +35,7 @@ from torchsmith.inductor.loop_ir.program import (
     Scatter,
     format_program,
 )
-from torchsmith.ir.ir_kinds import IRKind, register_ir_kind
+from torchsmith.ir.ir_kinds import IRKind, ir_parts, register_ir_kind
 
 
 class LoopIRVerificationError(InductorError):
@@ -46,19 +48,35 @@ def verify_loops(program: LoopProgram) -> LoopProgram:
 
     >>> verify_loops(lower(prims_graph))   # doctest: +SKIP
     """
-    dtypes = {}
+    dtypes, extents = {}, {}
     for b in program.inputs:
         _define(program, dtypes, b.name, b.layout.dtype)
+        extents[b.name] = _extent(b.layout)
     for buffer in program.buffers:
         if isinstance(buffer, ExternCall):
             for view in buffer.args:
                 _check_read(program, dtypes, buffer.name, view.buffer, None)
         else:
-            _check_body(program, dtypes, buffer)
+            _check_body(program, dtypes, extents, buffer)
         _define(program, dtypes, buffer.name, buffer.layout.dtype)
+        extents[buffer.name] = _extent(buffer.layout)
     for view in program.outputs:
         _check_read(program, dtypes, "the outputs", view.buffer, None)
     return program
+
+
+def verify_step(old_state, new_state, pipeline: str, step: str) -> None:
+    """Verify the loop programs a pipeline step made (the `LoopProgram` fields of `new_state` that
+    are not those of `old_state`), naming the step in the error: how TORCHSMITH_VERIFY_LOOPS=1 checks
+    inductor's loop IR alone (TORCHSMITH_VERIFY=1 has the pass runner verify every IR)."""
+    before = {name: value for name, value in ir_parts(old_state)}
+    for name, value in ir_parts(new_state):
+        if isinstance(value, LoopProgram) and before.get(name) is not value:
+            try:
+                verify_loops(value)
+            except LoopIRVerificationError as error:
+                error.add_note(f"found by the verifier after step {step!r} of the {pipeline} pipeline")
+                raise
 
 
 def register_loop_ir_kind() -> None:
@@ -86,17 +104,35 @@ def _check_read(program: LoopProgram, dtypes: dict, reader: str, name: str, dtyp
         _fail(program, reader, f"loads {name} as {dtype}, but {name} holds {dtypes[name]}")
 
 
-def _check_body(program: LoopProgram, dtypes: dict, buffer: ComputedBuffer) -> None:
+def _extent(layout) -> int | None:
+    """The number of elements a layout's storage spans, or None when its sizes are symbolic."""
+    try:
+        shape, strides = [int(d) for d in layout.shape], [int(s) for s in layout.strides]
+    except TypeError:
+        return None
+    if any(d == 0 for d in shape):
+        return 0
+    return 1 + sum((d - 1) * abs(s) for d, s in zip(shape, strides))
+
+
+def _static(d) -> int | None:
+    d = sympy.sympify(d)
+    return int(d) if d.is_Integer else None
+
+
+def _check_body(program: LoopProgram, dtypes: dict, extents: dict, buffer: ComputedBuffer) -> None:
     body, where = buffer.body, f"buffer {buffer.name}"
     bound = {f"i{k}" for k in range(len(body.ranges))}
+    ranges = {f"i{k}": _static(d) for k, d in enumerate(body.ranges)}
     if isinstance(body, (Reduction, Scatter)):
         bound |= {f"r{k}" for k in range(len(body.reduction_ranges))}
+        ranges |= {f"r{k}": _static(d) for k, d in enumerate(body.reduction_ranges)}
     if isinstance(body, Reduction) and body.reduction_type not in REDUCTION_TYPES:
         _fail(program, where, f"has reduction type {body.reduction_type!r}, not one of {REDUCTION_TYPES}")
     if isinstance(body, Pointwise) and body.value.dtype != buffer.layout.dtype:
         _fail(program, where, f"computes {body.value.dtype} values into a {buffer.layout.dtype} buffer")
     sizes = set(program.symbols)
-    check = _ExprChecker(program, dtypes, where, bound, sizes)
+    check = _ExprChecker(program, dtypes, where, bound, sizes, extents, ranges)
     check.expr(body.value, frozenset())
     if isinstance(body, Scatter):
         check.index(body.position, _indirect_vars(body.write), "the scatter position")
@@ -114,13 +150,15 @@ def _indirect_vars(expr) -> frozenset:
 class _ExprChecker:
     """Walks one buffer's body: reads, bound variables and load dtypes."""
 
-    def __init__(self, program, dtypes, where, bound, sizes):
+    def __init__(self, program, dtypes, where, bound, sizes, extents, ranges):
         self.program, self.dtypes, self.where, self.bound, self.sizes = program, dtypes, where, bound, sizes
+        self.extents, self.ranges = extents, dict(ranges)  # variable name -> static range, or None
 
     def expr(self, e, indirect: frozenset) -> None:
         if isinstance(e, Load):
             _check_read(self.program, self.dtypes, self.where, e.buffer, e.dtype)
             self.index(e.index, indirect, f"the load of {e.buffer}")
+            self.in_bounds(e)
         elif isinstance(e, IndexValue):
             self.index(e.expr, indirect, "an index value")
         elif isinstance(e, Op):
@@ -128,7 +166,10 @@ class _ExprChecker:
                 self.expr(arg, indirect)
         elif isinstance(e, Indirect):
             self.expr(e.value, indirect)
+            outer = self.ranges.get(str(e.var))
+            self.ranges[str(e.var)] = _static(e.size)
             self.expr(e.body, indirect | {str(e.var)})
+            self.ranges[str(e.var)] = outer
         elif not isinstance(e, Constant):
             _fail(self.program, self.where, f"holds {type(e).__name__} {e!r}, not a loop-IR expression")
 
@@ -143,4 +184,29 @@ class _ExprChecker:
                 self.program, self.where,
                 f"{what} uses {name} ({index}), which no loop of this buffer binds (loops: {loops}; "
                 f"size symbols: {sizes})",
+            )  # fmt: skip
+
+    def in_bounds(self, load: Load) -> None:
+        """An affine index over static ranges reaches only elements of the storage it reads."""
+        extent = self.extents.get(load.buffer)
+        index = sympy.expand(sympy.sympify(load.index))
+        if extent is None:
+            return
+        low = high = 0
+        const, terms = index.as_coeff_add()
+        if not const.is_Integer:
+            return
+        for term in terms:
+            coeff, rest = term.as_coeff_Mul()
+            top = self.ranges.get(str(rest)) if rest.is_Symbol else None
+            if not coeff.is_Integer or top is None or top == 0:
+                return
+            span = int(coeff) * (top - 1)
+            low, high = low + min(span, 0), high + max(span, 0)
+        low, high = low + int(const), high + int(const)
+        if low < 0 or high >= max(extent, 1):
+            _fail(
+                self.program, self.where,
+                f"the load of {load.buffer} at {load.index} reaches elements {low}..{high}, outside its "
+                f"storage of {extent} elements",
             )  # fmt: skip
