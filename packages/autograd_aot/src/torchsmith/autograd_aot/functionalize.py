@@ -15,9 +15,7 @@ from typing import NamedTuple
 
 import torch
 
-from torchsmith.autograd_aot.errors import FunctionalizationError
-from torchsmith.autograd_aot.rng_replay import is_random
-from torchsmith.autograd_aot.views import (
+from torchsmith.autograd_aot.aliasing import (
     Alias,
     bound_arguments,
     first_tensor_arg,
@@ -30,6 +28,8 @@ from torchsmith.autograd_aot.views import (
     scatter_rule,
     schema_of,
 )
+from torchsmith.autograd_aot.errors import FunctionalizationError
+from torchsmith.autograd_aot.rng_replay import is_random
 from torchsmith.ir import Graph, Node, TensorType, Value, map_arg
 from torchsmith.ir.builder import infer_output_types, name_hint
 from torchsmith.ir.graph import freeze_arg

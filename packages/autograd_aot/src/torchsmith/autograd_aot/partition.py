@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 import torch
 
+from torchsmith.autograd_aot.aliasing import is_view_op
 from torchsmith.autograd_aot.errors import PartitionError
 from torchsmith.autograd_aot.min_cut import ancestors, minimum_cut_source_side
 from torchsmith.autograd_aot.rng_replay import is_random
-from torchsmith.autograd_aot.views import is_view_op
 from torchsmith.ir import Graph, Node, TensorType, Value, draws_random, evaluate, lookup_op
 from torchsmith.ir.passes import graph_pass
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import sympy
 import torch
 
+from torchsmith.autograd_aot.aliasing import first_tensor_arg
 from torchsmith.autograd_aot.double_backward import differentiable_backward, replay_refusal
 from torchsmith.autograd_aot.errors import AliasingError, AotAutogradError
 from torchsmith.autograd_aot.partition import MemoryReport
@@ -30,7 +31,6 @@ from torchsmith.autograd_aot.rng_replay import random_devices, save_rng_state
 from torchsmith.autograd_aot.symbolic import input_symbols, lower_symbolic
 from torchsmith.autograd_aot.trace import TracedProgram
 from torchsmith.autograd_aot.user_warning import warn_at_user
-from torchsmith.autograd_aot.views import first_tensor_arg
 from torchsmith.ir import (
     Graph,
     IRError,

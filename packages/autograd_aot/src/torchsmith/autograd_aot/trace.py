@@ -16,13 +16,18 @@ from dataclasses import dataclass
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from torchsmith.autograd_aot.aliasing import (
+    is_metadata_mutation,
+    is_view_op,
+    metadata_view_twin,
+    track_aliases,
+)
 from torchsmith.autograd_aot.data_constants import MetaDataConstants
 from torchsmith.autograd_aot.device_dropout import device_dropout
 from torchsmith.autograd_aot.device_layouts import cpu_layouts, with_device_layout
 from torchsmith.autograd_aot.device_shapes import with_device_shapes
 from torchsmith.autograd_aot.errors import TraceError
 from torchsmith.autograd_aot.fused_attention import fused_attention
-from torchsmith.autograd_aot.views import is_metadata_mutation, is_view_op, metadata_view_twin, track_aliases
 from torchsmith.ir import (
     Graph,
     Node,

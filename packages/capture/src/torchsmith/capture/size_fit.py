@@ -1,5 +1,5 @@
 """Fitting an op's output sizes over the size symbols from its meta runs at several points (the
-forms are listed in torchsmith.capture.shapes, which runs the op)."""
+forms are listed in torchsmith.capture.dynamic_shapes, which runs the op)."""
 
 from fractions import Fraction
 
@@ -98,7 +98,7 @@ class Candidates:
 
 def fit_types(results, syms, env, candidates: Candidates):
     """The structure of output types with every dim and stride fitted over `syms` from the runs' `results`
-    (see torchsmith.capture.shapes); raises NoFit."""
+    (see torchsmith.capture.dynamic_shapes); raises NoFit."""
     # Points: the hints, each symbol doubled alone, every symbol tripled, every symbol quintupled.
     hints = [env.hints[s] for s in syms]
 

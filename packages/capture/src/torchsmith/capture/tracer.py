@@ -15,6 +15,7 @@ import torch
 from torchsmith.capture.calls import CallOps
 from torchsmith.capture.class_statement import ClassStatementOps
 from torchsmith.capture.copies import CopyOps
+from torchsmith.capture.dynamic_shapes import ShapeEnv, infer_symbolic
 from torchsmith.capture.errors import Unsupported
 from torchsmith.capture.guards import GuardSet, Namespace
 from torchsmith.capture.instructions import Instruction, normalize, start_of_original
@@ -25,7 +26,6 @@ from torchsmith.capture.ops_control import ControlOps
 from torchsmith.capture.ops_python import PythonOps
 from torchsmith.capture.ops_stack import StackOps
 from torchsmith.capture.pysource import identifier, subscript
-from torchsmith.capture.shapes import ShapeEnv, infer_symbolic
 from torchsmith.capture.tensors import flatten_types, infer_result, rebuild, to_graph_arg
 from torchsmith.capture.user_objects import UserObjectOps
 from torchsmith.capture.variables import (

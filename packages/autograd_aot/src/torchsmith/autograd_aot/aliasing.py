@@ -114,7 +114,8 @@ def functional_variant(op: str) -> str:
                 return f"aten.{name}.{overload_name}"
     raise FunctionalizationError(
         f"{op} mutates its arguments and has no functional variant torchsmith knows; "
-        "rewrite the program with the out-of-place op, or add a rule to autograd_aot.views._FUNCTIONAL_TWINS"
+        "rewrite the program with the out-of-place op, or add a rule to "
+        "autograd_aot.aliasing._FUNCTIONAL_TWINS"
     )
 
 
