@@ -231,7 +231,8 @@ def markdown(rows_done: list[dict], info: dict, copy: float, rounds: int, second
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=raw)
     parser.add_argument("--only", help="run the rows whose name contains this text")
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--threads", type=int, default=2)
@@ -248,8 +249,8 @@ def main() -> int:
             row = run_row(name, tensor, fn, args.rounds)
         done.append(row)
         tc, ts = row.get("torch.compile ms"), row.get("torchsmith ms")
-        print(f"{name}: eager {row.get('eager ms', 0):.3f} tc {tc or 0:.3f} ts {ts or 0:.3f} ms "
-              f"({row.get('torch.compile status')} / {row.get('torchsmith status')})", flush=True)  # fmt: skip
+        status = f"{row.get('torch.compile status')} / {row.get('torchsmith status')}"
+        print(f"{name}: eager {row.get('eager ms', 0):.3f} tc {tc or 0:.3f} ts {ts or 0:.3f} ms ({status})")
         if not args.no_write:  # rewritten after every row: a run cut short still leaves its table
             table = markdown(done, info, copy, args.rounds, time.perf_counter() - start)
             out_md.write_text(table)
