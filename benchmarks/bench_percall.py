@@ -1,0 +1,340 @@
+"""Per-call host time of compiled small models on the CPU: eager, torch.compile and torchsmith.
+
+    python benchmarks/bench_percall.py                     # the six models, results/percall_cpu.{md,json}
+    python benchmarks/bench_percall.py --only gpt2,llama   # these rows only, merged into percall_cpu.json
+    python benchmarks/bench_percall.py --quick             # 3 rounds, writes nothing
+
+The zoo's small configurations (tests/zoo/zoo_models.py: 2 layers, hidden 64) at batch 2 and
+sequence 32, where a call is mostly host overhead: guards, the Python around the graphs, and the
+library calls (matmul) made from the wrapper. Each model runs eagerly, through torch.compile
+(inductor) and through torchsmith.compile (inductor) in one process under torch.no_grad() with one
+thread (OMP_NUM_THREADS=1, torch.set_num_threads(1)); the three take turns every round and a time is
+the median round. torch.compile is the baseline only.
+
+torchsmith's call is then split by timing its pieces alone on the same inputs:
+- guard: the guard functions of the cache entries the call hits;
+- glue: the rest outside the compiled graphs (capture's generated code, autograd_aot's runtime,
+  the backend wrappers): the call minus guard minus graph;
+- graph: `CompiledGraph.__call__` of the inductor, split into its kernel steps (C++ kernels through
+  ctypes, with their output allocations), its extern steps (library calls: matmul, bmm, ...) and the
+  wrapper's own Python (the graph minus its steps);
+- extern op: the torch functions of the extern steps called directly on the same arguments, so
+  extern steps minus extern op is the Python each library call costs.
+Step times come from a run with a timer around each step, which adds well under a microsecond each.
+Not run in CI.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+os.environ["OMP_NUM_THREADS"] = "1"  # before torch is imported: both compilers' OpenMP kernels
+if "--keep-caches" not in sys.argv:
+    _CACHE = tempfile.mkdtemp(prefix="bench_percall_")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(_CACHE, "torchinductor")
+    os.environ["TORCHSMITH_CACHE_DIR"] = os.path.join(_CACHE, "torchsmith")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import pathlib  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+
+import torch  # noqa: E402
+from common import RESULTS, interleaved_times, machine  # noqa: E402  (benchmarks/ is on sys.path)
+
+import torchsmith  # noqa: E402
+from torchsmith.capture.dispatch import CaptureSession  # noqa: E402
+from torchsmith.inductor.loop_ir.program import ExternCall  # noqa: E402
+from torchsmith.inductor.runtime import externs, wrapper  # noqa: E402
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests" / "zoo"))
+from zoo_models import BY_NAME  # noqa: E402
+
+MODELS = ("gpt2", "llama", "mistral", "qwen2", "bert", "t5")
+BATCH, SEQ = 2, 32
+JSON_PATH = RESULTS / "percall_cpu.json"
+MD_PATH = RESULTS / "percall_cpu.md"
+
+
+def inputs_of(name: str) -> dict:
+    """Keyword arguments of one call: token ids (and a mask, and T5's decoder ids)."""
+    g = torch.Generator().manual_seed(0)
+    out = {"input_ids": torch.randint(3, 128, (BATCH, SEQ), generator=g)}
+    if name != "gpt2":
+        out["attention_mask"] = torch.ones(BATCH, SEQ, dtype=torch.long)
+    if name == "t5":
+        out["decoder_input_ids"] = torch.randint(3, 128, (BATCH, SEQ // 2), generator=g)
+    return out
+
+
+def same(a, b) -> None:
+    """Raise unless the two model outputs hold equal tensors (a wrong program's time means nothing)."""
+    ta = [v for v in (a.values() if hasattr(a, "values") else a) if isinstance(v, torch.Tensor)]
+    tb = [v for v in (b.values() if hasattr(b, "values") else b) if isinstance(v, torch.Tensor)]
+    assert len(ta) == len(tb), (len(ta), len(tb))
+    for x, y in zip(ta, tb):
+        torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-4)
+
+
+class Recorder:
+    """One call of a torchsmith-compiled model with its pieces recorded: the (guard, L, G) of each
+    code entered, the inductor graphs with their inputs, and the extern calls with their arguments."""
+
+    def __init__(self):
+        self.entered, self.graphs, self.externs = [], [], []
+
+    def record(self, fn, kwargs) -> None:
+        run_code, graph_call = CaptureSession.run_code, wrapper.CompiledGraph.__call__
+        run_extern = wrapper.run_extern
+        rec = self
+
+        def recording_run_code(session, code, globals_, closure, L, native):
+            cache = session.caches.get(code)
+            for entry in cache.entries if cache else ():
+                if entry.guard(L, globals_):
+                    rec.entered.append((entry.guard, L, globals_))
+                    break
+            return run_code(session, code, globals_, closure, L, native)
+
+        def recording_graph_call(cg, *inputs):
+            rec.graphs.append((cg, inputs))
+            return graph_call(cg, *inputs)
+
+        def recording_run_extern(call, tensors, bindings):
+            args = [externs.tensor_of(tensors, v, bindings) for v in call.args]
+            rec.externs.append((call, args))
+            return run_extern(call, tensors, bindings)
+
+        CaptureSession.run_code = recording_run_code
+        wrapper.CompiledGraph.__call__ = recording_graph_call
+        wrapper.run_extern = recording_run_extern
+        try:
+            fn(**kwargs)
+        finally:
+            CaptureSession.run_code = run_code
+            wrapper.CompiledGraph.__call__ = graph_call
+            wrapper.run_extern = run_extern
+
+
+def _per_call_us(fn, calls: int, rounds: int) -> float:
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        times.append((time.perf_counter() - start) / calls)
+    return statistics.median(times) * 1e6
+
+
+def step_times_us(cg, inputs, calls: int, rounds: int) -> tuple[float, float, float]:
+    """(whole graph, kernel steps, extern steps) of one graph call, microseconds, from one run that
+    times each step and the whole call, so the three are consistent on a machine whose load varies."""
+    sums = {"kernel": 0.0, "extern": 0.0, "graph": 0.0}
+    original = cg._run
+    clock = time.perf_counter
+
+    def timed(run, kind):
+        def step(*a):
+            start = clock()
+            run(*a)
+            sums[kind] += clock() - start
+
+        return step
+
+    cg._run = [
+        timed(run, "extern" if isinstance(step[0], ExternCall) else "kernel")
+        for run, step in zip(original, cg.steps, strict=True)
+    ]
+    try:
+        samples = {kind: [] for kind in sums}
+        for _ in range(rounds):
+            sums["kernel"] = sums["extern"] = 0.0
+            start = clock()
+            for _ in range(calls):
+                cg(*inputs)
+            sums["graph"] = clock() - start
+            for kind in samples:
+                samples[kind].append(sums[kind] / calls)
+    finally:
+        cg._run = original
+    return tuple(statistics.median(samples[kind]) * 1e6 for kind in ("graph", "kernel", "extern"))
+
+
+def extern_op_us(externs_called, calls: int, rounds: int) -> tuple[float, dict]:
+    """Time of the torch functions behind the extern calls, called directly; and per kernel name."""
+    total, per_kernel = 0.0, {}
+    for call, args in externs_called:
+        if call.kernel == externs.OUTPUT_KERNEL or call.params or call.kwargs:
+            continue  # an output pick is no op; calls with parameters are few and vary
+        fn = externs.kernel_function(call.kernel)
+        us = _per_call_us(lambda f=fn, a=args: f(*a), calls, rounds)
+        total += us
+        per_kernel.setdefault(call.kernel, []).append(us)
+    return total, {k: (len(v), statistics.median(v)) for k, v in per_kernel.items()}
+
+
+def breakdown(compiled, kwargs, calls: int, rounds: int) -> dict:
+    """torchsmith's per-call time split into its pieces (see the module docstring), microseconds."""
+    rec = Recorder()
+    rec.record(compiled, kwargs)
+    guard = sum(_per_call_us(lambda g=g, L=L, G=G: g(L, G), calls, rounds) for g, L, G in rec.entered)
+    graph = kernel_steps = extern_steps = 0.0
+    for cg, x in rec.graphs:
+        g, k, e = step_times_us(cg, x, calls, rounds)
+        graph, kernel_steps, extern_steps = graph + g, kernel_steps + k, extern_steps + e
+    op, per_kernel = extern_op_us(rec.externs, calls, rounds)
+    return {
+        "guard_us": guard,
+        "graph_us": graph,
+        "kernel_steps_us": kernel_steps,
+        "extern_steps_us": extern_steps,
+        "extern_op_us": op,
+        "graph_python_us": graph - kernel_steps - extern_steps,
+        "extern_python_us": extern_steps - op,
+        "guard_functions": len(rec.entered),
+        "graphs": len(rec.graphs),
+        "extern_calls": len(rec.externs),
+        "extern_calls_by_kernel": per_kernel,
+        "guard_exprs": sum(
+            len(e.guard_set.exprs)
+            for cache in compiled._session.caches.values()
+            for e in cache.entries
+            if any(e.guard is g for g, _, _ in rec.entered)
+        ),
+    }
+
+
+def measure(name: str, rounds: int, warmup: int) -> dict:
+    import torch._dynamo
+
+    model = BY_NAME[name].build()
+    kwargs = inputs_of(name)
+    with torch.no_grad():
+        expected = model(**kwargs)
+        ts = torchsmith.compile(model)
+        start = time.perf_counter()
+        same(expected, ts(**kwargs))
+        ts_first = time.perf_counter() - start
+        torch._dynamo.reset()
+        tc = torch.compile(model, backend="inductor")  # the baseline only
+        start = time.perf_counter()
+        same(expected, tc(**kwargs))
+        tc_first = time.perf_counter() - start
+        fns = {"eager": model, "torch.compile": tc, "torchsmith": ts}
+        for fn in fns.values():
+            for _ in range(warmup):
+                fn(**kwargs)
+        once = _per_call_us(lambda: model(**kwargs), 3, 1)
+        calls = max(5, min(500, round(30_000 / once)))  # rounds of about 30 ms of eager time
+        samples = interleaved_times({k: (lambda f=f: f(**kwargs)) for k, f in fns.items()}, rounds, calls)
+        row = {k: statistics.median(v) * 1e6 for k, v in samples.items()}
+        row["best"] = {k: min(v) * 1e6 for k, v in samples.items()}
+        parts = breakdown(ts, kwargs, calls, max(3, rounds // 2))
+        torch._dynamo.reset()
+    return {
+        "name": name,
+        "eager_us": row["eager"],
+        "torch_compile_us": row["torch.compile"],
+        "torchsmith_us": row["torchsmith"],
+        "best_us": row["best"],
+        "vs_torch_compile": row["torch.compile"] / row["torchsmith"],
+        "first_call_s": {"torchsmith": ts_first, "torch.compile": tc_first},
+        "breakdown": parts,
+        "calls_per_round": calls,
+        "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
+
+
+def render(report: dict) -> str:
+    m, s = report["machine"], report["settings"]
+    rows = sorted(report["rows"].values(), key=lambda r: r["vs_torch_compile"])
+    lines = [
+        "# Per-call time of small models on the CPU: eager, torch.compile, torchsmith (inductor)",
+        "",
+        f"Machine: {m['cpu']}, {m['cpu_count']} CPUs shared with other jobs (1 torch thread, "
+        f"OMP_NUM_THREADS=1), {m['platform']}; Python {m['python']}, torch {m['torch']}; {m['date']} "
+        "(last run; each row has its own date in percall_cpu.json).",
+        f"The zoo's configurations (2 layers, hidden 64) at batch {BATCH}, sequence {SEQ}, under "
+        f"torch.no_grad(); median of {s['rounds']} rounds of about 30 ms of eager time, the three "
+        f"systems taking turns each round, after {s['warmup']} warm-up calls each. "
+        "vs torch.compile > 1: torchsmith is faster. Losses first.",
+        "",
+        "| model | eager µs | torch.compile µs | torchsmith µs | vs torch.compile "
+        "| best eager / tc / ts µs |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        b = r["best_us"]
+        lines.append(
+            f"| {r['name']} | {r['eager_us']:.0f} | {r['torch_compile_us']:.0f} | {r['torchsmith_us']:.0f} "
+            f"| {r['vs_torch_compile']:.2f}x | {b['eager']:.0f} / {b['torch.compile']:.0f} / "
+            f"{b['torchsmith']:.0f} |"
+        )
+    lines += [
+        "",
+        "## Where torchsmith's call goes (µs, each piece timed alone on the same inputs)",
+        "",
+        "guard: the guard functions run (expressions in them); glue: the call minus guard and graph "
+        "(capture's generated code, autograd_aot's runtime, backend wrappers); graph Python: the "
+        "inductor wrapper around its steps; C++ steps: kernels and their allocations; extern op: the "
+        "library calls' torch functions alone; extern Python: what each library call costs around them.",
+        "",
+        "| model | call | guard (exprs) | glue | graph Python | C++ steps | extern op | extern Python "
+        "(calls) | per extern call |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        p = r["breakdown"]
+        glue = r["torchsmith_us"] - p["guard_us"] - p["graph_us"]
+        per = p["extern_python_us"] / p["extern_calls"] if p["extern_calls"] else 0.0
+        lines.append(
+            f"| {r['name']} | {r['torchsmith_us']:.0f} | {p['guard_us']:.0f} ({p['guard_exprs']}) "
+            f"| {glue:.0f} "
+            f"| {p['graph_python_us']:.0f} | {p['kernel_steps_us']:.0f} | {p['extern_op_us']:.0f} "
+            f"| {p['extern_python_us']:.0f} ({p['extern_calls']}) | {per:.1f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", help="comma-separated model names")
+    parser.add_argument("--quick", action="store_true", help="3 rounds, nothing written")
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--keep-caches", action="store_true", help="use the usual disk caches")
+    args = parser.parse_args()
+    names = args.only.split(",") if args.only else list(MODELS)
+    rounds, warmup = (3, 5) if args.quick else (args.rounds, 20)
+    torch.set_num_threads(1)
+    warnings.simplefilter("ignore")
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    report = {"machine": machine(), "settings": {"rounds": rounds, "warmup": warmup}, "rows": {}}
+    if not args.quick and JSON_PATH.exists():
+        report["rows"] = json.loads(JSON_PATH.read_text())["rows"]
+    for name in names:
+        row = measure(name, rounds, warmup)
+        report["rows"][name] = row
+        p = row["breakdown"]
+        print(
+            f"{name}: eager {row['eager_us']:.0f} us, torch.compile {row['torch_compile_us']:.0f} us, "
+            f"torchsmith {row['torchsmith_us']:.0f} us (guard {p['guard_us']:.0f}, "
+            f"graph {p['graph_us']:.0f}: "
+            f"C++ {p['kernel_steps_us']:.0f}, extern op {p['extern_op_us']:.0f} + Python "
+            f"{p['extern_python_us']:.0f} over {p['extern_calls']} calls)",
+            flush=True,
+        )
+        if not args.quick:
+            JSON_PATH.write_text(json.dumps(report, indent=1) + "\n")
+            MD_PATH.write_text(render(report))
+    if args.quick:
+        print(render(report))
+
+
+if __name__ == "__main__":
+    main()
