@@ -13,8 +13,15 @@ from torchsmith.inductor.cpp.indirect import emit_indirect
 from torchsmith.inductor.cpp.rng import RANDOM_OPS, random_code
 from torchsmith.inductor.cpp.vector_math import libm_call
 from torchsmith.inductor.errors import CodegenError
+from torchsmith.inductor.loop_ir.elementwise_ops import CPP_LOOKUP, OPERATOR_BY_NAME, operand_kind, spelling
 from torchsmith.inductor.loop_ir.index_print import CPP_INDEX, print_index
-from torchsmith.inductor.loop_ir.math_ops import UNARY_MATH
+from torchsmith.inductor.loop_ir.math_ops import (
+    BINARY_BY_NAME,
+    BINARY_MATH,
+    UNARY_BY_NAME,
+    UNARY_MATH,
+    MathOp,
+)
 from torchsmith.inductor.loop_ir.program import Constant, Expr, IndexValue, Indirect, Load, Op
 
 
@@ -26,72 +33,57 @@ def cpp_index(expr) -> str:
 # Ops that are libm functions (loop_ir/math_ops.py), printed as the C function of the operand's
 # compute type: "exp" -> expf(x) for float, exp(x) for double.
 LIBM_UNARY = {op.name: op.c for op in UNARY_MATH}
+# The libm calls templates name by their C function: `{sqrt}` (rsqrt), `{atan2}`.
+_LIBM_KEYS = ("sqrt", *(op.c for op in BINARY_MATH if op.cpp is None))
 
-# Rounding an integer is the integer itself.
-_ROUNDING = {op.name for op in UNARY_MATH if op.rounding}
 
-UNARY_CPP = {
-    "abs": "ts::abs({0})", "neg": "-{0}", "sign": "ts::sign({0})", "signbit": "ts::signbit({0})",
-    "rsqrt": "{T}(1) / {sqrt}({0})", "reciprocal": "{T}(1) / {0}", "isnan": "ts::isnan({0})",
-    "isinf": "ts::isinf({0})", "isfinite": "ts::isfinite({0})",
-}  # fmt: skip
+def _real_type(compute_type: str) -> str:
+    """The libm type an operand computes in: its own when floating point, else double."""
+    return compute_type if compute_type in ("float", "double") else "double"
 
-BINARY_CPP = {
-    "add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "div": "{0} / {1}",
-    "remainder": "ts::remainder<{A}>({0}, {1})", "fmod": "ts::fmod<{A}>({0}, {1})",
-    "pow": "ts::pow<{A}>({0}, {1})", "atan2": "{atan2}({0}, {1})",
-    "maximum": "ts::maximum<{A}>({0}, {1})", "minimum": "ts::minimum<{A}>({0}, {1})",
-    "eq": "{0} == {1}", "ne": "{0} != {1}", "lt": "{0} < {1}", "le": "{0} <= {1}", "gt": "{0} > {1}",
-    "ge": "{0} >= {1}", "bitwise_and": "{0} & {1}", "bitwise_or": "{0} | {1}", "bitwise_xor": "{0} ^ {1}",
-    "shift_left": "ts::shift_left<{A}>({0}, {1})", "shift_right": "ts::shift_right<{A}>({0}, {1})",
-}  # fmt: skip
 
-BOOL_CPP = {"add": "{0} || {1}", "mul": "{0} && {1}", "bitwise_not": "!{0}", "maximum": "{0} || {1}",
-            "minimum": "{0} && {1}"}  # fmt: skip
+def _libm_unary(math: MathOp, op: Op, arg: str) -> str:
+    operand = op.args[-1].dtype
+    if not operand.is_floating_point and math.rounding:
+        return arg  # rounding an integer is the integer itself
+    a = _real_type(cpp_type(operand))
+    arg = f"static_cast<{a}>({arg})"
+    if op.op == "cos":
+        # g++ merges sin(x) and cos(x) of one loop into a scalar sincos call, and then the whole
+        # loop stays scalar; x + 0 is exact for cos and keeps them apart.
+        arg = f"({arg} + {a}(0))"
+    code = f"{libm_call(math.c, a)}({arg})"
+    return round_code(code, op.dtype) if op.dtype in HALF_DTYPES else code
 
-_COMPLEX = (torch.complex64, torch.complex128)
 
-# Ops whose result is one of their operands (or a bool): a 16-bit result needs no rounding.
-_EXACT = {"where", "neg", "abs", "maximum", "minimum", "floor", "ceil", "round", "trunc", "sign"}
+def _template(op: Op, arity: int) -> tuple[str, bool]:
+    """The C++ template of `op` (elementwise_ops.py or math_ops.py) and whether its result is exact
+    (one of its operands: a 16-bit result needs no rounding)."""
+    operand = op.args[-1].dtype
+    entry = OPERATOR_BY_NAME.get(op.op)
+    if entry is not None and entry.arity == arity:
+        result = "bool" if op.dtype == torch.bool else None
+        template = spelling(entry.cpp, CPP_LOOKUP[operand_kind(operand)], result)
+        if template is not None:
+            # A cast to its own dtype changes nothing, so it rounds nothing either.
+            return template, entry.exact or (op.op == "convert" and operand == op.dtype)
+    math = BINARY_BY_NAME.get(op.op) if arity == 2 else None
+    if math is not None:
+        return math.cpp or "{" + math.c + "}({0}, {1})", False
+    raise CodegenError(f"no C++ form for elementwise op {op.op!r} on {operand} with {arity} operands")
 
 
 def cpp_op(op: Op, args: list[str]) -> str:
     """The C++ expression of one elementwise op on already-named operands (compute-type values)."""
-    if op.op in RANDOM_OPS:  # philox_rand/philox_randn: cpp_random prints them
+    if op.op in RANDOM_OPS:  # philox_rand/philox_randn: cpp/rng.py prints them
         return random_code(op, args)
-    operand = op.args[-1].dtype
-    fmt = dict(T=cpp_type(op.dtype), A=cpp_type(operand))
-    if op.op == "convert":
-        if op.dtype == torch.bool:
-            return f"({args[0]} != 0)"
-        code = f"static_cast<{fmt['T']}>({args[0]})"
-        return round_code(code, op.dtype) if op.dtype in HALF_DTYPES and operand != op.dtype else code
-    if op.op == "where":
-        return f"{args[0]} ? {args[1]} : {args[2]}"
-    if operand == torch.bool and op.op in BOOL_CPP:
-        return BOOL_CPP[op.op].format(*args)
-    if op.op == "bitwise_not":
-        return f"~{args[0]}"
-    if len(args) == 1 and op.op in LIBM_UNARY:
-        if not operand.is_floating_point and op.op in _ROUNDING:
-            return args[0]
-        a = fmt["A"] if fmt["A"] in ("float", "double") else "double"
-        arg = f"static_cast<{a}>({args[0]})"
-        if op.op == "cos":
-            # g++ merges sin(x) and cos(x) of one loop into a scalar sincos call, and then the whole
-            # loop stays scalar (16x slower, measured by H8); x + 0 is exact for cos and keeps them apart.
-            arg = f"({arg} + {a}(0))"
-        code = f"{libm_call(LIBM_UNARY[op.op], a)}({arg})"
-        return round_code(code, op.dtype) if op.dtype in HALF_DTYPES else code
-    if op.op == "div" and not operand.is_floating_point and operand not in (torch.bool, *_COMPLEX):
-        # Integer division checks its divisor (cpp_prelude's int_div): zero raises after the kernel.
-        return f"ts::int_div<{fmt['A']}>({args[0]}, {args[1]})"
-    table = UNARY_CPP if len(args) == 1 else BINARY_CPP
-    if op.op not in table:
-        raise CodegenError(f"no C++ form for elementwise op {op.op!r} with {len(args)} operands")
-    real = fmt["A"] if fmt["A"] in ("float", "double") else "double"
-    code = table[op.op].format(*args, sqrt=libm_call("sqrt", real), atan2=libm_call("atan2", real), **fmt)
-    if op.dtype in HALF_DTYPES and op.op not in _EXACT:
+    fmt = dict(T=cpp_type(op.dtype), A=cpp_type(op.args[-1].dtype))  # refuses a dtype C++ has not
+    if len(args) == 1 and op.op in UNARY_BY_NAME:
+        return _libm_unary(UNARY_BY_NAME[op.op], op, args[0])
+    template, exact = _template(op, len(args))
+    real = _real_type(fmt["A"])
+    code = template.format(*args, **{name: libm_call(name, real) for name in _LIBM_KEYS}, **fmt)
+    if op.dtype in HALF_DTYPES and not exact:
         # Eager computes a 16-bit op in float and rounds its result; so do we, op by op.
         code = round_code(code, op.dtype)
     return code

@@ -15,12 +15,12 @@ import platform
 from contextlib import contextmanager
 from functools import cache
 
-from torchsmith.inductor.loop_ir.math_ops import UNARY_MATH
+from torchsmith.inductor.loop_ir.math_ops import BINARY_MATH, UNARY_MATH
 
 # C names (double versions) of the libm functions the op table (loop_ir/math_ops.py) uses.
 UNARY = tuple(op.c for op in UNARY_MATH)
-# C++ spells pow and fmod with templates of its own (cpp_prelude); atan2 is the one libm call.
-BINARY = ("atan2",)
+# The binary ones C++ calls in libm (pow and fmod have templates of their own in cpp/prelude.py).
+BINARY = tuple(op.c for op in BINARY_MATH if op.cpp is None)
 
 # Vector-variant mangling prefixes of the x86 ISAs GCC may pick (SSE4, AVX, AVX2, AVX-512), per lane count.
 _FLOAT_VARIANTS = ("_ZGVbN4v_", "_ZGVcN8v_", "_ZGVdN8v_", "_ZGVeN16v_")

@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import sympy
 
-from torchsmith.inductor.loop_ir.math_ops import EXPENSIVE_OPS
+from torchsmith.inductor.loop_ir.elementwise_ops import EXPENSIVE_OPS
 from torchsmith.inductor.loop_ir.program import (
     ComputedBuffer,
     Expr,
@@ -146,7 +146,7 @@ def _split_index(index, shape, strides, ranges_items) -> tuple | None:
     return tuple(sympy.expand(p) for p in parts)
 
 
-# Library calls (math_ops.EXPENSIVE_OPS) cost several simple arithmetic ops even when vectorized:
+# Library calls (elementwise_ops.EXPENSIVE_OPS) cost several simple arithmetic ops even when vectorized:
 # recomputing exp(x - max) in softmax's division loop costs more than storing it once per row.
 EXPENSIVE_OP_COST = 4
 

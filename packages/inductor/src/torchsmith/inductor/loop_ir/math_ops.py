@@ -4,8 +4,8 @@ of `cpp/vector_math.py` that vectorize it), the Triton function (`triton/ops.py`
 that stands in for libdevice under Triton's interpreter (`triton/interpret.py`), and the inliner's cost
 (`loop_ir/index_math.py`). Adding such an op is one entry here (plus its prim and tests).
 
-Ops spelled as operators or with special cases of their own (abs, neg, sign, isnan, ...) stay in each
-code generator's table.
+Ops spelled as operators or with special cases of their own (add, abs, sign, isnan, where, convert,
+...) are the operator families of `loop_ir/elementwise_ops.py`, whose entries work the same way.
 """
 
 import math
@@ -22,7 +22,10 @@ class MathOp:
     `c`: the C function of the double version (`expf` is derived for float); `triton`: the Triton
     function (`tl.*` or `libdevice.*`); `numpy`: what computes it under Triton's interpreter when
     `triton` is a libdevice function (the interpreter maps none of libdevice); `expensive`: a library
-    call, which the inliner does not duplicate lightly; `rounding`: the identity on integers."""
+    call, which the inliner does not duplicate lightly; `rounding`: the identity on integers;
+    `cpp`: the C++ template of a binary op spelled otherwise than the libm call (`{A}`: the operand's
+    compute type), where C's function differs from eager (pow of integers, fmod's sign); `triton_int`:
+    the Triton form on integer operands (the others take floating-point operands only)."""
 
     name: str
     c: str
@@ -30,6 +33,8 @@ class MathOp:
     numpy: Callable | None = None
     expensive: bool = True
     rounding: bool = False
+    cpp: str | None = None
+    triton_int: str | None = None
 
 
 def _scalar(fn) -> Callable:
@@ -68,17 +73,15 @@ UNARY_MATH = (
 
 BINARY_MATH = (
     MathOp("atan2", "atan2", "libdevice.atan2", np.arctan2),
-    MathOp("pow", "pow", "libdevice.pow", np.power),
-    MathOp("fmod", "fmod", "libdevice.fmod", np.fmod),
+    MathOp("pow", "pow", "libdevice.pow", np.power, cpp="ts::pow<{A}>({0}, {1})"),
+    # Integer fmod truncates toward zero in Triton (%), as C and torch's fmod do.
+    MathOp(
+        "fmod", "fmod", "libdevice.fmod", np.fmod, cpp="ts::fmod<{A}>({0}, {1})", triton_int="({0} % {1})"
+    ),
 )
 
 UNARY_BY_NAME = {op.name: op for op in UNARY_MATH}
-
-# What the inliner counts as a library call: the expensive math functions, and remainder (a
-# division and a floor).
-EXPENSIVE_OPS = frozenset(
-    [op.name for op in (*UNARY_MATH, *BINARY_MATH) if op.expensive] + ["remainder"]
-)
+BINARY_BY_NAME = {op.name: op for op in BINARY_MATH}
 
 
 def libdevice_functions() -> dict[str, tuple[int, Callable]]:

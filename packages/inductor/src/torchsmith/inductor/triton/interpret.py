@@ -10,44 +10,39 @@ import numpy as np
 import triton.language as tl
 from triton.runtime.interpreter import TensorHandle
 
-from torchsmith.inductor.loop_ir.math_ops import libdevice_functions
+from torchsmith.inductor.loop_ir.elementwise_ops import libdevice_stand_ins
 
 
-def _wrap(data: np.ndarray, like: list) -> tl.tensor:
-    scalar = like[0].dtype.scalar if hasattr(like[0].dtype, "scalar") else like[0].dtype
+def _wrap(data: np.ndarray, like: list, result: np.dtype | None) -> tl.tensor:
+    """`data` as a Triton value shaped like the block operands of `like`, in `result`'s dtype (by
+    default the first operand's)."""
+    if result is None:
+        scalar = like[0].dtype.scalar if hasattr(like[0].dtype, "scalar") else like[0].dtype
+        data = data.astype(like[0].handle.data.dtype, copy=False)
+    else:
+        scalar, data = _TRITON_TYPES[np.dtype(result)], data.astype(result)
     blocks = [x for x in like if x.type.is_block()]
     ty = tl.block_type(scalar, list(data.shape)) if blocks else scalar
-    return tl.tensor(TensorHandle(data.astype(like[0].handle.data.dtype, copy=False), scalar), ty)
+    return tl.tensor(TensorHandle(data, scalar), ty)
 
 
-def _unary(fn):
-    def apply(x):
+_TRITON_TYPES = {np.dtype(np.int32): tl.int32}
+
+
+def _stand_in(fn, result):
+    def apply(*xs):
         with np.errstate(all="ignore"):
-            return _wrap(np.asarray(fn(x.handle.data)), [x])
-
-    return apply
-
-
-def _binary(fn):
-    def apply(x, y):
-        with np.errstate(all="ignore"):
-            return _wrap(np.asarray(fn(x.handle.data, y.handle.data)), [x, y])
+            return _wrap(np.asarray(fn(*(x.handle.data for x in xs))), list(xs), result)
 
     return apply
 
 
 class _Libdevice:
-    """The libdevice functions torchsmith's generated kernels call: the op table's NumPy functions
-    (loop_ir/math_ops.py), and signbit."""
-
-    @staticmethod
-    def signbit(x):
-        data = np.signbit(x.handle.data).astype(np.int32)
-        ty = tl.block_type(tl.int32, list(data.shape)) if x.type.is_block() else tl.int32
-        return tl.tensor(TensorHandle(data, tl.int32), ty)
+    """The libdevice functions torchsmith's generated kernels call, each the NumPy stand-in its op
+    family's entry names (loop_ir/math_ops.py, loop_ir/elementwise_ops.py)."""
 
 
-for _name, (_arity, _fn) in libdevice_functions().items():
-    setattr(_Libdevice, _name, staticmethod((_unary if _arity == 1 else _binary)(_fn)))
+for _fn in libdevice_stand_ins():
+    setattr(_Libdevice, _fn.name, staticmethod(_stand_in(_fn.numpy, _fn.result)))
 
 libdevice = _Libdevice()

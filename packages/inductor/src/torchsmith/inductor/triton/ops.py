@@ -6,10 +6,17 @@ import math
 import torch
 
 from torchsmith.inductor.errors import CodegenError
+from torchsmith.inductor.loop_ir.elementwise_ops import (
+    OPERATOR_BY_NAME,
+    TRITON_LOOKUP,
+    operand_kind,
+    spelling,
+)
 from torchsmith.inductor.loop_ir.math_ops import BINARY_MATH, UNARY_MATH
 from torchsmith.inductor.loop_ir.program import Op
 from torchsmith.inductor.triton.index import compute_dtype, triton_dtype
 
+HALF = (torch.float16, torch.bfloat16)
 REAL_LIBDEVICE = "from triton.language.extra import libdevice"
 TRITON_PRELUDE = """import triton
 import triton.language as tl
@@ -37,69 +44,35 @@ def ts_mul(a, b):
     return a * b
 """
 
-UNARY_FLOAT = {
-    **{op.name: f"{op.triton}({{0}})" for op in UNARY_MATH},
-    "abs": "tl.abs({0})", "neg": "-{0}", "rsqrt": "tl.rsqrt({0})", "reciprocal": "(1.0 / {0})",
-    "isnan": "({0} != {0})", "isinf": "(tl.abs({0}) == float('inf'))",
-    "isfinite": "(tl.abs({0}) < float('inf'))",
-    "sign": "tl.where({0} > 0, 1.0, tl.where({0} < 0, -1.0, 0.0))",  # nan -> 0, as eager
-    "signbit": "(libdevice.signbit({0}) != 0)",
-}  # fmt: skip
+# The Triton forms of the math functions on floating-point operands (loop_ir/math_ops.py).
+UNARY_FLOAT = {op.name: f"{op.triton}({{0}})" for op in UNARY_MATH}
+BINARY_FLOAT = {op.name: f"{op.triton}({{0}}, {{1}})" for op in BINARY_MATH}
+BINARY_INT = {op.name: op.triton_int for op in BINARY_MATH if op.triton_int is not None}
 
-UNARY_INT = {
-    "abs": "tl.abs({0})", "neg": "-{0}", "bitwise_not": "~{0}",
-    "sign": "tl.where({0} > 0, 1, tl.where({0} < 0, -1, 0)).to({T})",
-    "isnan": "({0} != {0})", "isinf": "({0} != {0})", "isfinite": "({0} == {0})", "signbit": "({0} < 0)",
-}  # fmt: skip
 
-BINARY = {
-    "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
-    "maximum": "ts_maximum({0}, {1})", "minimum": "ts_minimum({0}, {1})",
-    "eq": "({0} == {1})", "ne": "({0} != {1})", "lt": "({0} < {1})", "le": "({0} <= {1})",
-    "gt": "({0} > {1})", "ge": "({0} >= {1})", "bitwise_and": "({0} & {1})", "bitwise_or": "({0} | {1})",
-    "bitwise_xor": "({0} ^ {1})", "shift_left": "({0} << {1})", "shift_right": "({0} >> {1})",
-}  # fmt: skip
-
-BINARY_FLOAT = {
-    **{op.name: f"{op.triton}({{0}}, {{1}})" for op in BINARY_MATH},
-    "div": "({0} / {1})", "remainder": "({0} - {1} * tl.floor({0} / {1}))",
-}  # fmt: skip
-
-BINARY_INT = {
-    # Triton's integer // and % truncate toward zero, like C and like torch's fmod and integer div.
-    "div": "({0} // {1})", "fmod": "({0} % {1})",
-    "remainder": "tl.where((({0} % {1}) != 0) & ((({0} % {1}) < 0) != ({1} < 0)), "
-    "({0} % {1}) + {1}, {0} % {1})",
-}  # fmt: skip
-
-BOOL = {"add": "({0} | {1})", "mul": "({0} & {1})", "bitwise_not": "({0} == 0)", "maximum": "({0} | {1})",
-        "minimum": "({0} & {1})"}  # fmt: skip
+def _template(op: Op, arity: int) -> str | None:
+    """The Triton template of `op` from its op family (elementwise_ops.py or math_ops.py)."""
+    kind = operand_kind(op.args[-1].dtype)
+    entry = OPERATOR_BY_NAME.get(op.op)
+    if entry is not None and entry.arity == arity:
+        result = "bool" if op.dtype == torch.bool else "half" if op.dtype in HALF else None
+        return spelling(entry.triton, TRITON_LOOKUP[kind], result)
+    math = {1: UNARY_FLOAT, 2: BINARY_FLOAT if kind == "float" else BINARY_INT}.get(arity, {})
+    return math.get(op.op) if kind == "float" or arity == 2 else None
 
 
 def triton_op(op: Op, args: list[str]) -> str:
     """The Triton expression of one elementwise op on already-named operands (half computes in f32)."""
     operand = op.args[-1].dtype
-    result = triton_dtype(compute_dtype(op.dtype))
-    if op.op == "convert":
-        if op.dtype == torch.bool:
-            return f"({args[0]} != 0)"
-        if op.dtype in (torch.float16, torch.bfloat16):
-            # Round to half as eager's stored intermediate does, then keep computing in float32.
-            return f"{args[0]}.to({triton_dtype(op.dtype)}).to(tl.float32)"
-        return f"{args[0]}.to({result})"
-    if op.op == "where":
-        return f"tl.where({args[0]}, {args[1]}, {args[2]})"
-    if operand == torch.bool and op.op in BOOL:
-        return BOOL[op.op].format(*args)
-    if len(args) == 1:
-        table = UNARY_FLOAT if operand.is_floating_point else UNARY_INT
-    else:
-        table = BINARY | (BINARY_FLOAT if operand.is_floating_point else BINARY_INT)
-    if op.op not in table:
+    result = triton_dtype(compute_dtype(op.dtype))  # refuses a dtype Triton has not
+    template = _template(op, len(args))
+    if template is None:
         raise CodegenError(
             f"no Triton form for elementwise op {op.op!r} on {operand} with {len(args)} operands"
         )
-    return table[op.op].format(*args, T=result)
+    # {H}: a cast to half rounds to it (as eager's stored intermediate does), then computes on in float32.
+    storage = triton_dtype(op.dtype) if "{H}" in template else None
+    return template.format(*args, T=result, H=storage)
 
 
 def triton_constant(value, dtype: torch.dtype) -> str:
