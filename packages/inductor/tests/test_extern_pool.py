@@ -75,3 +75,33 @@ def test_replaced_kernels_without_out_still_run(monkeypatch):
     x, w = torch.randn(4, 8), torch.randn(8, 3)
     torch.testing.assert_close(compiled(x, w)[0], x @ w)
     assert calls == [1]
+
+
+def test_a_pooled_result_can_be_taken_over_by_its_only_holder():
+    # AccumulateGrad makes a gradient `.grad` without a copy only when nothing else references the
+    # tensor: the pool's own reference must not count, while its buffer still waits for the release.
+    def body(b, g, x):
+        return b.op("aten.mm.default", b.op("aten.t.default", g), x)
+
+    extern_pool.clear()
+    compiled = compile_graph(_graph(body, g=(256, 512), x=(256, 256)))
+    g, x = torch.randn(256, 512), torch.randn(256, 256)
+
+    class WeightGrad(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, weight):
+            return weight.sum()
+
+        @staticmethod
+        def backward(ctx, grad):
+            (result,) = compiled(g, x)
+            WeightGrad.returned = result.data_ptr()
+            return result
+
+    weight = torch.zeros(512, 256, requires_grad=True)
+    WeightGrad.apply(weight).backward()
+    assert weight.grad.data_ptr() == WeightGrad.returned  # taken over, not copied
+    torch.testing.assert_close(weight.grad, g.t() @ x)
+    again = compiled(2 * g, x)[0]  # the pool's buffer is .grad now: a fresh one, .grad untouched
+    assert again.data_ptr() != weight.grad.data_ptr()
+    torch.testing.assert_close(weight.grad, g.t() @ x)

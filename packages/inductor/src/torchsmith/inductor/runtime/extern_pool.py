@@ -8,6 +8,12 @@ runs 26 of them. So each call site keeps its last result buffer, and the next ca
 no graph output a user kept) and no Python reference but ours remains. A buffer still in use is
 left alone and a fresh one allocated, so results a caller holds are never overwritten.
 
+The pool keeps an alias of each result (its own tensor over the same storage), not the tensor the
+call returns: a caller that is the only holder of the returned tensor may take it over, as autograd's
+AccumulateGrad does with a gradient nothing else references (were the pool to hold the returned
+tensor itself, AccumulateGrad would copy every compiled weight gradient into `.grad`). The storage
+stays shared, so the pool still sees the caller's hold and leaves the buffer alone until it is freed.
+
 Only results of at least `MIN_BYTES` are kept (small ones come from the allocator's free lists
 anyway), and at most `MAX_BYTES` in all: the cost is that memory, held between calls.
 """
@@ -70,7 +76,7 @@ def keep(call, result: torch.Tensor) -> None:
         previous = _pool.get(id(call))
         if previous is not None:
             _held -= previous[1].numel() * previous[1].element_size()
-        _pool[id(call)] = (call, result)
+        _pool[id(call)] = (call, result.detach())  # an alias: the caller's tensor stays its own
         _held += size
 
 
