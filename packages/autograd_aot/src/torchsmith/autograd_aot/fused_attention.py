@@ -1,10 +1,16 @@
-"""Attention in CUDA training graphs as CUDA runs it, not as the meta device does.
+"""Attention as the real device runs it, not as the meta device does.
 
 The tracer runs programs on meta tensors, and `F.scaled_dot_product_attention` picks its kernel by
 device: on meta it always takes the math path, and for half-precision inputs off CUDA that path
 computes in float32 (both batched products and the softmax). On the H200 a bfloat16
-TransformerEncoderLayer training step spent 1.4 ms in those float32 products (six of 235 us), where
-eager computes in bfloat16. For a CUDA program that records gradients the tracer therefore calls:
+TransformerEncoderLayer training step spent 1.4 ms in those float32 products (six of 235 us), and
+a bfloat16 GPT-2 (transformers' default "sdpa" attention) ran its attention as float32 GEMMs, where
+eager computes in bfloat16 with a fused kernel.
+
+Where no gradient flows through the call (inference, or frozen inputs) and there is no dropout, the
+tracer records the call whole, as one `aten.scaled_dot_product_attention.default` node: prims
+keeps it as its attention prim, and the inductor calls torch's kernel (flash or memory-efficient,
+as eager picks). For a CUDA program that records gradients the tracer calls:
 
 - with `TORCHSMITH_FUSED_ATTENTION=1`, `aten._scaled_dot_product_efficient_attention` wherever
   torch says that kernel runs these inputs on the real device; autograd then records its fused
@@ -28,41 +34,70 @@ log = logging.getLogger("torchsmith.autograd_aot.fused_attention")
 _ATTENTION = torch.nn.functional.scaled_dot_product_attention
 _PARAMETERS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
 _DEFAULTS = {"attn_mask": None, "dropout_p": 0.0, "is_causal": False, "scale": None, "enable_gqa": False}
+_WHOLE = torch.ops.aten.scaled_dot_product_attention.default
 
 
 class FusedAttention(TorchFunctionMode):
-    """While the tracer runs a CUDA program that records gradients: every call of
-    `F.scaled_dot_product_attention`, also one made inside another torch function (capture keeps
-    `F.multi_head_attention_forward` whole), takes the memory-efficient kernel where it runs and
-    that is turned on, else CUDA's math path for half-precision inputs (see the module docstring)."""
+    """While the tracer runs: every call of `F.scaled_dot_product_attention`, also one made inside
+    another torch function (capture keeps `F.multi_head_attention_forward` whole), is recorded whole
+    where no gradient flows through it; in a CUDA program that records gradients it takes the
+    memory-efficient kernel where it runs and that is turned on, else CUDA's math path for
+    half-precision inputs (see the module docstring). `recorder` is the tracer's `_Recorder`."""
 
-    def __init__(self, device: str):
+    def __init__(self, recorder, training: bool):
         super().__init__()
-        self.device = device
+        self.recorder = recorder
+        self.device = recorder.device
+        self.training = training
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func is _ATTENTION and torch.is_grad_enabled():
-            result = _cuda_attention(args, kwargs, self.device)
+        if func is _ATTENTION:
+            result = self.attention(args, kwargs)
             if result is not None:
                 return result
         if func is torch.nn.functional.multi_head_attention_forward:
             # Torch functions run with this mode off, so the attention call inside this one would not
             # reach it: for the call, the module's global it calls is the fused stand-in.
-            with _attention_in_functional(self.device):
+            with _attention_in_functional(self):
                 return func(*args, **kwargs)
         return func(*args, **kwargs)
 
+    def attention(self, args, kwargs: dict):
+        """The traced attention call, or None where torch's own path (on meta) stays."""
+        call = _normalized(args, kwargs)
+        grad = torch.is_grad_enabled() and any(call[n].requires_grad for n in ("query", "key", "value"))
+        if not grad and call["dropout_p"] == 0.0:
+            return _record_whole(self.recorder, call)
+        if grad and self.training and self.device.startswith("cuda"):
+            return _cuda_attention(call, self.device)
+        return None
+
+
+def _normalized(args, kwargs: dict) -> dict:
+    call = dict(_DEFAULTS)
+    call.update(zip(_PARAMETERS, args))
+    call.update(kwargs)
+    return call
+
+
+def _record_whole(recorder, call: dict):
+    """One `aten.scaled_dot_product_attention.default` node for the call (the dispatcher would
+    split this composite op into the math path's parts before the tracer saw it)."""
+    positional = tuple(call[n] for n in _PARAMETERS[:6])
+    keywords = {n: call[n] for n in ("scale", "enable_gqa") if call[n] != _DEFAULTS[n]}
+    return recorder.record_whole(_WHOLE, positional, keywords)
+
 
 @contextlib.contextmanager
-def _attention_in_functional(device: str):
+def _attention_in_functional(mode: FusedAttention):
     functional = torch.nn.functional
 
     def attention(*args, **kwargs):
         query = args[0] if args else kwargs["query"]
         result = None
-        if query.device.type == "meta" and torch.is_grad_enabled():  # only the tracer's own calls
-            result = _cuda_attention(args, kwargs, device)
+        if query.device.type == "meta":  # only the tracer's own calls
+            result = mode.attention(args, kwargs)
         return result if result is not None else _ATTENTION(*args, **kwargs)
 
     functional.scaled_dot_product_attention = attention
@@ -78,21 +113,14 @@ def enabled() -> bool:
     return os.environ.get("TORCHSMITH_FUSED_ATTENTION") == "1"
 
 
-def fused_attention(device: str, training: bool):
-    """The context the tracer runs a program in: `FusedAttention` for CUDA training programs."""
-    if training and device.startswith("cuda"):
-        return FusedAttention(device)
-    return contextlib.nullcontext()
+def fused_attention(recorder, training: bool) -> FusedAttention:
+    """The context the tracer (`recorder`, its `_Recorder`) runs a program in."""
+    return FusedAttention(recorder, training)
 
 
-def _cuda_attention(args, kwargs: dict, device: str):
+def _cuda_attention(call: dict, device: str):
     """The attention as CUDA would compute it, or None where torch's own path stays."""
-    call = dict(_DEFAULTS)
-    call.update(zip(_PARAMETERS, args))
-    call.update(kwargs)
     q, k, v = call["query"], call["key"], call["value"]
-    if not any(t.requires_grad for t in (q, k, v)):
-        return None
     if enabled() and _kernel_runs(call, device):
         outputs = torch.ops.aten._scaled_dot_product_efficient_attention.default(
             q, k, v, None, True, 0.0, call["is_causal"], scale=call["scale"]

@@ -14,7 +14,7 @@ import dataclasses
 from dataclasses import dataclass
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from torchsmith.autograd_aot.aliasing import (
     is_metadata_mutation,
@@ -191,6 +191,12 @@ class _Recorder(TorchDispatchMode):
         if isinstance(arg, torch.Generator):
             raise TraceError(f"{op}: explicit torch.Generator arguments are not supported{self._where()}")
         return arg
+
+    def record_whole(self, func, args, kwargs):
+        """Record `func`, a composite ATen op the dispatcher would split into its parts before this
+        mode saw them, as one node: it runs on meta with no dispatch mode active, then is recorded."""
+        with _disable_current_modes():
+            return self.__torch_dispatch__(func, (), args, kwargs)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
@@ -402,7 +408,7 @@ def trace(graph: Graph, example_inputs, *, training: bool, device: str | None = 
     # Saved tensors come back from autograd as the very objects that were saved, so the backward
     # refers to the forward's values by identity.
     keep_identity = torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)
-    attention = fused_attention(recorder.device, training)
+    attention = fused_attention(recorder, training)
     layouts = cpu_layouts(recorder.device)
     dropout = device_dropout(recorder.device)
     grad_mode = torch.set_grad_enabled(training and torch.is_grad_enabled())
