@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import sympy
 
 from torchsmith.inductor.cpp.codegen import PARALLEL_THRESHOLD, SPLIT_REDUCTION_BELOW
+from torchsmith.inductor.cpp.column_reduction import column_like
 from torchsmith.inductor.loop_ir.index_math import split_index, variable_ranges
 from torchsmith.inductor.loop_ir.program import (
     Buffer,
@@ -141,11 +142,38 @@ def _has_indirect(expr) -> bool:
     return any(_has_indirect(a) for a in getattr(expr, "args", ()))
 
 
+def _column_mix(members: list[ComputedBuffer]) -> str | None:
+    """Why a column reduction (vectorized across its kept dim, cpp/column_reduction.py) cannot share a
+    kernel with these members: a row reduction or a wider pointwise loop would put it back on the
+    strided path."""
+    reductions = [m for m in members if isinstance(m.body, Reduction)]
+    columns = [m for m in reductions if column_like(m.body)]
+    if not columns:
+        return None
+    rows = [m for m in reductions if not column_like(m.body)]
+    if rows:
+        return (
+            f"{columns[0].name} reduces a strided dim (vectorized across its kept dim) and {rows[0].name} "
+            "a contiguous one: one loop nest cannot vectorize both"
+        )
+    ranges = columns[0].body.ranges
+    for m in members:
+        if isinstance(m.body, Pointwise) and not _same_dims(m.body.ranges, ranges):
+            return (
+                f"{m.name} loops over {[format_dim(d) for d in m.body.ranges]}, beyond the kept dims of the "
+                f"column reduction {columns[0].name}, whose kernel blocks those dims"
+            )
+    return None
+
+
 def _cpp_only_refusal(members: list[ComputedBuffer], outer) -> str | None:
     """Refusals that only the C++ emitter needs (its threading and vectorization of loop nests)."""
     threaded_alone = _split_alone(members, outer)
     if threaded_alone:
         return threaded_alone
+    mixed = _column_mix(members)
+    if mixed:
+        return mixed
     if all(isinstance(m.body, Pointwise) and len(m.body.ranges) == len(outer) for m in members):
         # The emitter threads and vectorizes a lone pointwise loop nest; pointwise members with
         # the same loops and nothing else left would lose their vectorized inner loop. (A Triton

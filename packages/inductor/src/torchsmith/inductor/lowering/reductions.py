@@ -84,3 +84,56 @@ def _lower_var_mean(ctx: LoweringContext, node: Node) -> list[ViewRef]:
     )
     var = ctx.pointwise(var_name, m2.shape, dtype, lambda idx: Op("div", (m2.load(idx), denominator), dtype))
     return [var, mean]
+
+
+# ---- vector norms -----------------------------------------------------------------------------------
+
+# ord -> (reduction type, element value of x, whether the result is the square root): the norms whose
+# loops are one reduction. Other orders (0, fractional p) run through torch's kernel.
+_NORMS = {
+    2: ("sum", lambda x: Op("mul", (x, x), x.dtype), True),
+    1: ("sum", lambda x: Op("abs", (x,), x.dtype), False),
+    float("inf"): ("max", lambda x: Op("abs", (x,), x.dtype), False),
+    float("-inf"): ("min", lambda x: Op("abs", (x,), x.dtype), False),
+}
+
+
+def _norm_args(node: Node):
+    """(input, ord, dims or None, keepdim, dtype) of `aten.linalg_vector_norm.default`."""
+    names = ("x", "ord", "dim", "keepdim", "dtype")
+    args = dict(zip(names, node.args)) | dict(node.kwargs)
+    return args["x"], args.get("ord", 2), args.get("dim"), bool(args.get("keepdim", False)), args.get("dtype")
+
+
+@register_lowering("aten.linalg_vector_norm.default")
+def _lower_vector_norm(ctx: LoweringContext, node: Node) -> ViewRef | list[ViewRef]:
+    # prims keeps this op whole; its 2-, 1- and inf-norms are one reduction of |x| here, so they fuse
+    # and vectorize like sums (a column norm runs blocked over the kept dim).
+    from torchsmith.inductor.lowering.fallback import lower_fallback
+
+    a, order, dims, keepdim, dtype = _norm_args(node)
+    src = ctx.ref(a)
+    order = float(order) if isinstance(order, (int, float)) else order
+    if order not in _NORMS or dtype is not None or not src.dtype.is_floating_point:
+        return lower_fallback(ctx, node)
+    rank = len(src.shape)
+    dims = tuple(range(rank)) if dims is None or len(dims) == 0 else tuple(sorted(d % rank for d in dims))
+    kind, element, root = _NORMS[order]
+    out = node.outputs[0]
+    name = f"{out.name}_acc" if root else out.name
+
+    def value_of(idx):
+        return element(src.load(idx))
+
+    if not rank:  # a 0-d tensor: its norm is |x|
+        return ctx.pointwise(out.name, (), src.dtype, lambda idx: Op("abs", (src.load(idx),), src.dtype))
+    reduced = reduce(ctx, name, src, dims, kind, value_of)
+    if keepdim:
+        kept = [d for d in range(rank) if d not in dims]
+        shape = tuple(1 if d in dims else src.shape[d] for d in range(rank))
+        reduced = reduced.remap(shape, [index_vars(rank)[d] for d in kept])
+    if not root:
+        return reduced
+    return ctx.pointwise(
+        out.name, reduced.shape, src.dtype, lambda idx: Op("sqrt", (reduced.load(idx),), src.dtype)
+    )

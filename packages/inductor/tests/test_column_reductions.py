@@ -1,0 +1,130 @@
+"""Reductions over a non-innermost dim (cpp/column_reduction.py) against eager: every reduction type
+blocked across the kept dim, nan and tie semantics, empty dims, symbolic sizes; vector norms lowered to
+reductions; the scheduler keeping row and column reductions apart."""
+
+import torch
+
+from torchsmith.inductor import compile_graph
+from torchsmith.inductor.testing import assert_matches_eager, make_graph
+from torchsmith.ir import TensorType
+from torchsmith.ir.symbolic import symbol
+
+F32, I64 = torch.float32, torch.int64
+BLOCKED = "for (int64_t jb = 0;"
+
+
+def test_every_column_reduction_type_on_odd_sizes_in_one_pass():
+    def body(b, x, y, k):
+        var, mean = b.op("aten.var_mean.correction", x, [0], correction=1)
+        nhwc = b.op("aten.permute.default", y, [0, 3, 1, 2])  # an NCHW view of channels-last storage
+        return (
+            b.op("aten.sum.dim_IntList", x, [0]),
+            b.op("aten.amax.default", x, [0]),
+            b.op("aten.amin.default", x, [0]),
+            b.op("aten.argmax.default", x, 0),
+            b.op("aten.argmin.default", x, 0),
+            var,
+            mean,
+            b.op("aten.var.correction", nhwc, [0, 2, 3], correction=0),  # batch-norm statistics
+            b.op("aten.amax.default", nhwc, [0, 2, 3]),
+            b.op("aten.argmax.default", y, 1),  # the middle dim of [A, N, C]
+            b.op("aten.amax.default", k, [0]),
+            b.op("aten.argmin.default", k, 0),
+        )
+
+    types = {"x": ((300, 77), F32), "y": ((3, 13, 7, 40), F32), "k": ((50, 19), I64)}
+    graph = make_graph("columns", types, body)
+    compiled = compile_graph(graph)
+    # x's seven reductions share one blocked kernel (one read of x); y's two and the middle-dim argmax,
+    # and k's two, block as well.
+    assert compiled.source.count(BLOCKED) == 4, compiled.source
+    x = torch.randn(300, 77) * 3 + 5
+    y = torch.randn(3, 13, 7, 40)
+    k = torch.randint(-2, 2, (50, 19))  # many ties: the first index must win
+    assert_matches_eager(compiled, graph, x, y, k, rtol=1e-5, atol=1e-5)
+
+
+def test_column_nan_propagates_and_first_index_wins():
+    def body(b, x):
+        return (
+            b.op("aten.amax.default", x, [0]),
+            b.op("aten.amin.default", x, [0]),
+            b.op("aten.argmax.default", x, 0),
+            b.op("aten.argmin.default", x, 0),
+        )
+
+    graph = make_graph("column_nans", {"x": ((200, 20), F32)}, body)
+    compiled = compile_graph(graph)
+    assert BLOCKED in compiled.source
+    x = torch.randn(200, 20)
+    x[7, 0] = x[150, 0] = float("nan")  # the first nan wins, across the 128-row chunks too
+    x[199, 1] = float("nan")
+    x[:, 2] = float("-inf")  # all equal: index 0
+    x[:, 3] = float("inf")
+    x[10, 4] = x[140, 4] = 100.0  # a tie for the max: the first
+    x[3, 5] = x[190, 5] = -100.0  # a tie for the min: the first
+    x[0, 6] = float("nan")
+    assert_matches_eager(compiled, graph, x)
+
+
+def test_column_welford_on_large_mean_small_spread_and_empty_rows():
+    def body(b, x, e):
+        var, mean = b.op("aten.var_mean.correction", x, [0], correction=1)
+        empty_var, empty_mean = b.op("aten.var_mean.correction", e, [0], correction=1)
+        return var, mean, empty_var, empty_mean, b.op("aten.sum.dim_IntList", e, [0])
+
+    graph = make_graph("column_welford", {"x": ((1000, 33), F32), "e": ((0, 40), F32)}, body)
+    compiled = compile_graph(graph)
+    x = (1e4 + torch.randn(1000, 33, dtype=torch.float64) * 1e-2).float()
+    var, mean, empty_var, empty_mean, empty_sum = compiled(x, torch.randn(0, 40))
+    exact_var, exact_mean = torch.var_mean(x.double(), 0, correction=1)
+    # A one-pass sum of squares would lose every digit here; per-chunk shifted sums keep them.
+    torch.testing.assert_close(var.double(), exact_var, rtol=1e-3, atol=0)
+    torch.testing.assert_close(mean.double(), exact_mean, rtol=1e-7, atol=0)
+    assert empty_var.isnan().all() and empty_mean.isnan().all() and (empty_sum == 0).all()
+
+
+def test_column_reductions_with_symbolic_sizes():
+    s0, s1 = symbol("s0"), symbol("s1")
+
+    def body(b, x):
+        var, mean = b.op("prims.var_mean", x, [0], 0)
+        return var, mean, b.op("prims.amax", x, [0]), b.op("prims.argmax", x, 0)
+
+    graph = make_graph("columns_dynamic", {"x": TensorType.make((s0, s1), F32)}, body)
+    compiled = compile_graph(graph)
+    assert BLOCKED in compiled.source
+    for shape in [(1, 1), (5, 130), (300, 64)]:
+        assert_matches_eager(compiled, graph, torch.randn(*shape), rtol=1e-5, atol=1e-5)
+
+
+def test_vector_norms_are_reductions_and_other_orders_run_eagerly():
+    def body(b, x):
+        return (
+            b.op("aten.linalg_vector_norm.default", x, 2, [0]),
+            b.op("aten.linalg_vector_norm.default", x, 2, [1], True),
+            b.op("aten.linalg_vector_norm.default", x, 1),
+            b.op("aten.linalg_vector_norm.default", x, float("inf"), [0]),
+            b.op("aten.linalg_vector_norm.default", x, float("-inf"), [1], True),
+            b.op("aten.linalg_vector_norm.default", x, 3, [0]),
+        )
+
+    graph = make_graph("norms", {"x": ((70, 45), F32)}, body)
+    compiled = compile_graph(graph)
+    # Only the 3-norm runs through torch's kernel.
+    assert [kernel for kernel, _ in compiled.program.fallbacks] == ["aten.linalg_vector_norm.default"]
+    assert BLOCKED in compiled.source
+    assert_matches_eager(compiled, graph, torch.randn(70, 45), rtol=1e-5, atol=1e-5)
+
+
+def test_row_and_column_reductions_of_one_input_stay_in_their_own_kernels():
+    def body(b, x):
+        var, mean = b.op("aten.var_mean.correction", x, [1], correction=1)
+        return var, mean, b.op("aten.linalg_vector_norm.default", x, 2, [0])
+
+    graph = make_graph("row_and_column", {"x": ((64, 64), F32)}, body)
+    compiled = compile_graph(graph)
+    refused = [d for d in compiled.decisions if not d.taken and "cannot vectorize both" in d.reason]
+    assert refused, [str(d) for d in compiled.decisions]
+    assert BLOCKED in compiled.source
+    assert_matches_eager(compiled, graph, torch.randn(64, 64), rtol=1e-5, atol=1e-5)
