@@ -10,12 +10,24 @@ import torch
 import torchsmith
 from torchsmith.fallback import GuardedBackend, locate, stage_of
 from torchsmith.inductor import InductorError, LoweringError
+from torchsmith.inductor.lowering.lower import LOWERINGS
 from torchsmith.ir import events
 
 
-def complex_program(x):
+def refused_program(x):
     y = x * 2
-    return (y + 1j).abs()  # the inductor's code generators refuse complex dtypes
+    return y.cosh() + 1  # `refuse_cosh` makes the inductor's lowering refuse prims.cosh
+
+
+@pytest.fixture
+def refuse_cosh(monkeypatch):
+    """The inductor refuses prims.cosh for this test, as it refuses an op it cannot lower."""
+    import torchsmith.inductor.lowering.pointwise  # noqa: F401  (registers the lowering replaced here)
+
+    def refuse(ctx, node):
+        raise LoweringError(f"{ctx.origin}: this test's inductor has no lowering for prims.cosh")
+
+    monkeypatch.setitem(LOWERINGS, "prims.cosh", refuse)
 
 
 def broken_backend(graph, example_inputs):
@@ -28,8 +40,8 @@ def two_graphs(x):
     return y.cos()
 
 
-def test_inductor_failure_falls_back_with_one_warning_naming_stage_op_and_line():
-    compiled = torchsmith.compile(complex_program)
+def test_inductor_failure_falls_back_with_one_warning_naming_stage_op_and_line(refuse_cosh):
+    compiled = torchsmith.compile(refused_program)
     x = torch.randn(4)
     with warnings.catch_warnings(record=True) as caught, events.observe() as seen:
         warnings.simplefilter("always")
@@ -37,26 +49,26 @@ def test_inductor_failure_falls_back_with_one_warning_naming_stage_op_and_line()
         second = compiled(x + 1)
     (event,) = [e for e in seen if e.kind == "fallback"]
     assert event.stage == "compile_api" and event.payload["stage"] == "inductor"
-    assert event.payload["action"] == "eager" and event.payload["graph"].name == "complex_program"
-    torch.testing.assert_close(first, complex_program(x))
-    torch.testing.assert_close(second, complex_program(x + 1))
+    assert event.payload["action"] == "eager" and event.payload["graph"].name == "refused_program"
+    torch.testing.assert_close(first, refused_program(x))
+    torch.testing.assert_close(second, refused_program(x + 1))
     fallbacks = [w for w in caught if issubclass(w.category, torchsmith.FallbackWarning)]
     assert len(fallbacks) == 1
     message = str(fallbacks[0].message)
-    line = complex_program.__code__.co_firstlineno + 2
-    assert "stage inductor failed while compiling graph complex_program" in message
-    assert "op: torch.Tensor.__add__" in message and f"at: {__file__}:{line}" in message
-    assert "complex dtype" in message and "runs this graph eagerly" in message
+    line = refused_program.__code__.co_firstlineno + 2
+    assert "stage inductor failed while compiling graph refused_program" in message
+    assert "op: prims.cosh" in message and f"at: {__file__}:{line}" in message
+    assert "no lowering for prims.cosh" in message and "runs this graph eagerly" in message
     assert "options={'fallback': 'raise'}" in message
 
 
-def test_fallback_raise_raises_stage_error_with_what_would_run_it():
-    compiled = torchsmith.compile(complex_program, options={"fallback": "raise"})
+def test_fallback_raise_raises_stage_error_with_what_would_run_it(refuse_cosh):
+    compiled = torchsmith.compile(refused_program, options={"fallback": "raise"})
     with pytest.raises(torchsmith.StageError) as info:
         compiled(torch.randn(4))
     error = info.value
-    assert error.stage == "inductor" and error.op == "torch.Tensor.__add__"
-    assert error.source == f"{__file__}:{complex_program.__code__.co_firstlineno + 2}"
+    assert error.stage == "inductor" and error.op == "prims.cosh"
+    assert error.source == f"{__file__}:{refused_program.__code__.co_firstlineno + 2}"
     assert isinstance(error.__cause__, InductorError)
     message = str(error)
     assert "backend='aot_eager' compiles it (checked): only the inductor stage fails" in message

@@ -9,7 +9,7 @@ from torchsmith.inductor import BACKEND_STATS, LoweringError, UnsupportedGraphEr
 from torchsmith.inductor import backend as backend_module
 from torchsmith.inductor.testing import make_graph
 from torchsmith.inductor_backend import inductor_backend
-from torchsmith.ir import TensorType, interpret
+from torchsmith.ir import TensorType, events, interpret
 
 
 def mlp_graph():
@@ -78,15 +78,19 @@ def test_mutated_input_is_written_back():
     torch.testing.assert_close(x, x_eager)
 
 
-def test_complex_dtype_is_refused_naming_op_and_source():
+def test_complex_values_compile_with_their_ops_as_extern_calls():
     def body(b, x):
-        return b.op("torch.sin", x, source="model.py:30")
+        return b.op("torch.mul", b.op("torch.sin", x, source="model.py:30"), 2, source="model.py:31")
 
     graph = make_graph("cplx", {"x": ([3], torch.complex64)}, body)
-    with pytest.raises(UnsupportedGraphError, match="complex") as info:
-        inductor_backend(graph, [torch.randn(3, dtype=torch.complex64)])
-    assert info.value.stage == "inductor"
-    assert info.value.op == "input %x"
+    x = torch.randn(3, dtype=torch.complex64)
+    with events.observe() as seen:
+        compiled = inductor_backend(graph, [x])
+    (got,) = compiled(x)
+    torch.testing.assert_close(got, interpret(graph, x)[0])
+    fallbacks = {e.payload["op"]: e.payload["reason"] for e in seen if e.kind == "fallback"}
+    assert set(fallbacks) == {"aten.sin.default", "aten.mul.Tensor"}
+    assert all("complex64" in reason for reason in fallbacks.values())
 
 
 def test_device_without_code_generator_is_refused():

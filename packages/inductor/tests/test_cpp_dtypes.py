@@ -1,9 +1,11 @@
-"""16-bit floats, bool and integer dtypes in generated C++ against eager; complex is refused clearly."""
+"""16-bit floats, bool and integer dtypes in generated C++ against eager; complex nodes are extern calls."""
 
 import pytest
 import torch
 
 from torchsmith.inductor import CodegenError, compile_graph, generate_cpp, lower
+from torchsmith.inductor.cpp.dtypes import cpp_type
+from torchsmith.inductor.loop_ir.program import ExternCall
 from torchsmith.inductor.testing import assert_matches_eager, make_graph
 
 F32 = torch.float32
@@ -83,7 +85,11 @@ def test_bool_and_small_int_dtypes():
     assert_matches_eager(compile_graph(graph), graph, a, m, u)
 
 
-def test_complex_is_refused_with_a_clear_error():
+def test_complex_nodes_lower_to_extern_calls_and_loops_over_complex_are_refused():
     graph = make_graph("cplx", {"x": ((4,), torch.complex64)}, lambda b, x: b.op("prims.neg", x))
-    with pytest.raises(CodegenError, match="complex"):
-        generate_cpp(lower(graph))
+    program = lower(graph)
+    (call,) = program.buffers
+    assert isinstance(call, ExternCall) and call.kernel == "prims.neg" and "complex64" in call.fallback
+    assert_matches_eager(compile_graph(graph), graph, torch.randn(4, dtype=torch.complex64))
+    with pytest.raises(CodegenError, match="no loops over torch.complex64"):
+        cpp_type(torch.complex64)

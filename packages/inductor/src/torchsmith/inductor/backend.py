@@ -92,7 +92,9 @@ def _device_type(device: str) -> str:
 
 def check_supported(graph: Graph) -> str:
     """The device type every tensor of `graph` lives on; raises `UnsupportedGraphError` naming the
-    first node that uses a complex dtype, a second device, or a device with no code generator."""
+    first node that uses a second device, or a device with no code generator. Every dtype passes:
+    nodes reading or writing complex values (or another dtype no code generator computes) run
+    torch's kernels as extern calls (`lowering.fallback.foreign_dtype`)."""
     device, first_user = None, None
     producers = graph.producers()
     for value in graph.values():
@@ -101,12 +103,6 @@ def check_supported(graph: Graph) -> str:
             continue
         node = producers.get(value.name)
         op = node.op if node is not None else f"input %{value.name}"
-        if t.dtype.is_complex:
-            raise UnsupportedGraphError(
-                f"inductor: {op} makes %{value.name} of complex dtype {t.dtype}{_where(node)}; the code "
-                "generators handle real dtypes only: run this code with backend='aot_eager'",
-                op=op, source=node.source if node else None,
-            )
         kind = _device_type(t.device)
         if device is None:
             device, first_user = kind, op

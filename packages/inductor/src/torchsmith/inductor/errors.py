@@ -28,8 +28,8 @@ class RuntimeCallError(InductorError):
 
 
 class UnsupportedGraphError(InductorError):
-    """`backend="inductor"` cannot compile this graph: a device without a code generator, a complex
-    dtype, or an op the lowering or the code generator refuses. `stage` is "inductor", `op` and
+    """`backend="inductor"` cannot compile this graph: a device without a code generator, or an op
+    the lowering or the code generator refuses. `stage` is "inductor", `op` and
     `source` (the user's source line, when known) name the node, so compile_api can fall back to eager
     with one warning that says where; `__cause__` is the underlying error."""
 

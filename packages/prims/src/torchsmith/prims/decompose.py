@@ -12,6 +12,10 @@ A backend keeps the ops it handles itself whole with `keep={"aten.mm.default", "
 overload name, or a packet name for every overload). A decomposition may also decline a node
 (return `KEEP`), for instance `native_layer_norm` in low precision, where no prims formula is as
 close to float64 as eager; the reason is written next to such decompositions.
+
+A node that reads or writes a complex tensor is always kept whole (`touches_complex`): the
+decompositions and the prims' type rules are written for real numbers (a complex `abs` is a modulus,
+a complex `mul` crosses the real and imaginary parts), so a backend runs such ops with ATen's kernels.
 """
 
 from collections.abc import Callable
@@ -19,6 +23,7 @@ from collections.abc import Callable
 import torch
 
 from torchsmith.ir import Graph, GraphBuilder, IRError, Node, Value, map_arg
+from torchsmith.ir.graph import Slice, iter_values
 from torchsmith.ir.passes import Step, run_pipeline
 from torchsmith.ir.symbolic import format_dim
 from torchsmith.ir.types import TensorType
@@ -58,6 +63,26 @@ def keep_whole(reason: str, *names: str) -> None:
     also has a decomposition is decomposed only when a caller asks with `force=`."""
     for name in names:
         KEPT_WHOLE[name] = reason
+
+
+def touches_complex(*parts) -> bool:
+    """Whether any tensor Value inside `parts` (a node's outputs, its arguments: Values, tuples,
+    lists, dicts of them) has a complex dtype: such nodes are kept whole, since no decomposition
+    promises complex math."""
+    for part in parts:
+        if isinstance(part, Value):
+            if isinstance(part.type, TensorType) and part.type.dtype.is_complex:
+                return True
+        elif isinstance(part, (tuple, list)):
+            if touches_complex(*part):
+                return True
+        elif isinstance(part, dict):
+            if touches_complex(*part.values()):
+                return True
+        elif isinstance(part, Slice):
+            if touches_complex(*iter_values(part)):
+                return True
+    return False
 
 
 def _packet(name: str) -> str:
@@ -106,6 +131,8 @@ class Emitter:
     def apply(self, node: Node, args: tuple, kwargs: dict):
         fn = DECOMPOSITIONS.get(node.op)
         if node.op in self.keep or _packet(node.op) in self.keep:
+            fn = None
+        elif touches_complex(node.outputs, args, kwargs):
             fn = None
         elif node.op in KEPT_WHOLE and not self._forced(node.op):
             fn = None

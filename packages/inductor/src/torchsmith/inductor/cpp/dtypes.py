@@ -37,13 +37,12 @@ def _types(dtype: torch.dtype) -> tuple[str, str]:
     try:
         return _TYPES[dtype]
     except KeyError:
-        if dtype.is_complex:
-            raise CodegenError(
-                f"the C++ backend does not generate code for complex dtypes ({dtype}); run this graph with "
-                'backend="aot_eager" or keep the complex ops out of the compiled region'
-            ) from None
+        # The lowering runs every node touching such a dtype as torch's kernel (lowering.fallback
+        # .foreign_dtype), so a loop over one comes from a hand-made or hand-edited loop IR.
         raise CodegenError(
-            f"the C++ backend does not support {dtype} (supported: {', '.join(map(str, _TYPES))})"
+            f"the C++ backend generates no loops over {dtype} elements (supported: "
+            f"{', '.join(map(str, _TYPES))}); lower graphs with torchsmith.inductor.lower, which runs "
+            f"nodes reading or writing {dtype} tensors as extern calls"
         ) from None
 
 

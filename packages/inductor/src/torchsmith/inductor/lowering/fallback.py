@@ -3,8 +3,11 @@ implementation (`torchsmith.ir.registry.lookup_op(op).eager`) on realized inputs
 
 This is what keeps a graph compiling when it holds an op the inductor does not generate loops for
 (prims without a lowering, aten ops that `prims.decompose` keeps whole: sort, topk, nonzero-free
-library kernels, ...). Each such op is listed in `LoopProgram.fallbacks` with its reason and logged
-once per graph (logger `torchsmith.inductor.fallback`). Ops whose outputs are not tensors, or that
+library kernels, ...), and for every node that reads or writes a tensor of a dtype outside
+`LOOP_DTYPES`, whatever its op (complex values: prims keeps such ATen ops whole, the wrapper runs
+their ATen kernels while the real-valued rest of the graph fuses into generated kernels). Each
+such op is listed in `LoopProgram.fallbacks` with its reason and logged once per graph (logger
+`torchsmith.inductor.fallback`). Ops whose outputs are not tensors, or that
 mutate their inputs, cannot run this way and raise `LoweringError`.
 """
 
@@ -13,13 +16,21 @@ import torch
 
 from torchsmith.inductor.errors import LoweringError
 from torchsmith.inductor.loop_ir.program import TensorArg
-from torchsmith.inductor.lowering.lower import LoweringContext
+from torchsmith.inductor.lowering.lower import LOOP_DTYPES, LoweringContext
 from torchsmith.inductor.lowering.view_refs import ViewRef
-from torchsmith.ir import Node, Value
+from torchsmith.ir import Node, Value, iter_values
 from torchsmith.ir.errors import UnknownOpError
 from torchsmith.ir.graph import ArgList, Slice
 from torchsmith.ir.registry import lookup_op
 from torchsmith.ir.types import ScalarType, SymIntType, TensorType
+
+
+def foreign_dtype(node: Node) -> torch.dtype | None:
+    """The first dtype outside `LOOP_DTYPES` among `node`'s tensor inputs and outputs, or None."""
+    for value in (*node.outputs, *iter_values((node.args, tuple(a for _, a in node.kwargs)))):
+        if isinstance(value.type, TensorType) and value.type.dtype not in LOOP_DTYPES:
+            return value.type.dtype
+    return None
 
 
 def extern_params(ctx: LoweringContext, node: Node) -> tuple[tuple, tuple, list[Value]]:
@@ -92,6 +103,10 @@ def lower_fallback(ctx: LoweringContext, node: Node) -> list[ViewRef]:
             "(functionalize with torchsmith.autograd_aot first)"
         )
     params, kwargs, tensors = extern_params(ctx, node)
-    kind = "prim" if node.op.startswith("prims.") else "op kept whole by prims.decompose"
-    reason = f"no loop lowering for this {kind}; runs its eager implementation"
+    dtype = foreign_dtype(node)
+    if dtype is not None:
+        reason = f"reads or writes {dtype} tensors, which no code generator computes; runs torch's kernel"
+    else:
+        kind = "prim" if node.op.startswith("prims.") else "op kept whole by prims.decompose"
+        reason = f"no loop lowering for this {kind}; runs its eager implementation"
     return ctx.extern(node, node.op, params=params, kwargs=kwargs, tensors=tensors, fallback=reason)

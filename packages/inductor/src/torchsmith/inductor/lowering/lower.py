@@ -41,6 +41,15 @@ from torchsmith.ir.types import ScalarType, SymIntType, TensorType, contiguous_s
 # One line per op (per graph) that has no loop lowering and runs through its eager implementation.
 fallback_log = logging.getLogger("torchsmith.inductor.fallback")
 
+# The dtypes the loop code generators (C++ and Triton) compute. A node that reads or writes a tensor
+# of any other dtype (complex, float8, the wide unsigned ints) runs torch's kernel as an extern
+# call (fallback.foreign_dtype), whatever lowering its op has, so graphs holding such values still
+# compile around them.
+LOOP_DTYPES = frozenset({
+    torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.bool,
+    torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8,
+})
+
 Lowering = Callable[["LoweringContext", Node], "ViewRef | list[ViewRef]"]
 LOWERINGS: dict[str, Lowering] = {}
 
@@ -134,9 +143,28 @@ class LoweringContext:
         has negative strides, as a flip's: torch's strided views cannot step backwards)."""
         view = as_tensor_view(ref)
         if view is None or any(_maybe_negative(s) for s in view.strides):
-            ref = self.pointwise(f"{name}_copy", ref.shape, ref.dtype, ref.load)
-            view = as_tensor_view(ref)
+            view = as_tensor_view(self.copy(ref, f"{name}_copy"))
         return view
+
+    def copy(self, ref: ViewRef, name: str, strides=None) -> ViewRef:
+        """A new buffer holding `ref`'s elements, laid out with `strides` (default contiguous): a
+        pointwise loop, or for a dtype no code generator computes (complex) torch's copy."""
+        if ref.dtype in LOOP_DTYPES:
+            return self.pointwise(name, ref.shape, ref.dtype, ref.load, strides=strides)
+        view = as_tensor_view(ref)
+        if view is None or any(_maybe_negative(s) for s in view.strides):
+            raise LoweringError(
+                f"{self.origin}: a {ref.dtype} value is read through an index no strided view "
+                f"expresses, and {ref.dtype} copies run only as torch's copy; keep the view's op whole"
+            )
+        shape = tuple(normalize_dim(d) for d in ref.shape)
+        strides = contiguous_strides(shape) if strides is None else tuple(strides)
+        name = self.fresh(name)
+        layout = Layout(shape, strides, ref.dtype)
+        reason = f"copies {ref.dtype} elements, which the code generators do not compute"
+        call = ExternCall(name, layout, "aten.clone.default", (view,), self.origin, fallback=reason)
+        self.buffers.append(call)
+        return strided_ref(name, shape, strides, ref.dtype)
 
     def fresh_indirect_var(self) -> sympy.Symbol:
         """A new indirect index variable (`x0`, `x1`, ...), unique in the program, recorded with the
@@ -218,7 +246,7 @@ def lower(graph: Graph, *, addmm: bool = False, layout=None, scatter_loops: bool
         reductions,
         views,
     )
-    from torchsmith.inductor.lowering.fallback import lower_fallback
+    from torchsmith.inductor.lowering.fallback import foreign_dtype, lower_fallback
 
     ctx = LoweringContext(fuse_addmm=addmm, layout=layout, scatter_loops=scatter_loops)
     inputs, symbols = [], set()
@@ -247,6 +275,8 @@ def lower(graph: Graph, *, addmm: bool = False, layout=None, scatter_loops: bool
     for node in graph.nodes:
         ctx.origin, ctx.op = _describe(node), node.op
         fn = LOWERINGS.get(node.op)
+        if foreign_dtype(node) is not None:
+            fn = None  # a dtype no code generator computes (complex): torch's kernel, via lower_fallback
         if fn is None and not node.op.startswith(("prims.", "aten.")):
             raise LoweringError(
                 f"{ctx.origin}: {node.op} is not a prim and has no decomposition to prims; the inductor "
@@ -316,8 +346,7 @@ def _output_view(ctx: LoweringContext, ref: ViewRef, value: Value) -> TensorView
         compare("==", s, 0) is True and compare("==", d, 1) is not True for d, s in zip(t.shape, t.strides)
     ):
         return ctx.realize(ref, value.name)
-    copy = ctx.pointwise(f"{value.name}_strided", t.shape, t.dtype, ref.load, strides=t.strides)
-    return as_tensor_view(copy)
+    return as_tensor_view(ctx.copy(ref, f"{value.name}_strided", t.strides))
 
 
 def report_fallbacks(graph_name: str, buffers) -> tuple[tuple[str, str], ...]:
