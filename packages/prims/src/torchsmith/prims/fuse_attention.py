@@ -15,10 +15,15 @@ writes the result in the heads-merged order the out-projection reads. The values
 same up to rounding, with one exception the pass guards against: a query whose keys are all masked
 with -inf gives nan in the written-out softmax but 0 in the fused kernel. So a mask is accepted only
 when it is built by `prims.where` from finite constants (transformers' masks use the dtype's
-minimum, not -inf), and otherwise the chain is left alone.
+minimum, not -inf), and otherwise the chain is left alone. The one -inf mask taken is the causal
+one, `masked_fill(~ones(L, S).tril(), -inf)` (or `where(tril, x, -inf)`), written with iotas: every
+query keeps its first key, so no row is all -inf, and the chain becomes `is_causal=True`.
 
 A chain is fused only when its intermediate values are read nowhere else (the attention weights
-are not an output), in one float dtype throughout (a low-precision softmax has conversions in it).
+are not an output), with q, k, v, mask and the products in one float dtype. In float16/bfloat16
+the softmax (and a scale computed in float32) sits between conversions to float32 and back; the
+fused kernel, which keeps the scores in float32, computes the same values up to the rounding of
+those intermediate conversions.
 """
 
 from dataclasses import dataclass
@@ -30,6 +35,13 @@ from torchsmith.ir.types import TensorType
 from torchsmith.prims.core import same_dim
 
 FLOAT_DTYPES_OK = ("float32", "float64", "float16", "bfloat16")
+# A conversion the chain may pass through is between float32 and float32 or a half type.
+_SOFTMAX_DTYPES = {"torch.float32", "torch.float16", "torch.bfloat16"}
+# Ops whose unread results are dropped after fusing (no side effects, no random draws).
+_PURE = (
+    "prims.clone", "prims.reshape", "prims.permute", "prims.broadcast_in_dim", "prims.iota", "prims.full",
+    "prims.sub", "prims.le", "prims.where", "prims.bitwise_not",
+)
 # What a mask may pass through between its prims.where and the add (views and broadcasts).
 MASK_VIEWS = (
     "prims.broadcast_in_dim",
@@ -54,6 +66,7 @@ class AttentionMatch:
     replaced: frozenset[int]  # ids of the chain's nodes
     result: Value  # the value the sdpa node defines (by name)
     result_4d: bool
+    is_causal: bool = False
 
 
 class _Chain:
@@ -120,6 +133,20 @@ def _unflatten(chain: _Chain, flat: Value, nodes: list[Node]) -> Value | None:
     return source
 
 
+def _through_converts(chain: _Chain, value, nodes: list[Node]):
+    """`value` with the float32 <-> float16/bfloat16 conversions that produce it stripped (a
+    half-precision softmax or scale computes in float32); the conversions join `nodes`."""
+    node = chain.node(value, "prims.convert_element_type")
+    while node is not None and _is_float(node.args[0]):
+        dtypes = {str(node.args[0].type.dtype), str(node.outputs[0].type.dtype)}
+        if "torch.float32" not in dtypes or not dtypes <= _SOFTMAX_DTYPES:
+            break
+        nodes.append(node)
+        value = node.args[0]
+        node = chain.node(value, "prims.convert_element_type")
+    return value
+
+
 def _through_views(chain: _Chain, value):
     """`value` with the views and broadcasts that produce it stripped."""
     node = chain.node(value, MASK_VIEWS)
@@ -147,8 +174,9 @@ def _finite_mask(chain: _Chain, mask: Value) -> bool:
 
 
 def _softmax_input(chain: _Chain, probs: Value, nodes: list[Node]) -> Value | None:
-    """x when `probs` is `exp(x - amax(x)) / sum(exp(x - amax(x)))` over the last dim of 4-d x."""
-    div = chain.node(probs, "prims.div")
+    """x when `probs` is `exp(x - amax(x)) / sum(exp(x - amax(x)))` over the last dim of 4-d x
+    (conversions around it stripped)."""
+    div = chain.node(_through_converts(chain, probs, nodes), "prims.div")
     if div is None:
         return None
     exp, total_b = div.args
@@ -170,18 +198,23 @@ def _softmax_input(chain: _Chain, probs: Value, nodes: list[Node]) -> Value | No
     if list(total_node.args[2]) != [0, 1, 2] or list(max_node.args[2]) != [0, 1, 2]:
         return None
     nodes += [div, total_node, exp_node, total, sub, max_node, amax]
-    return x
+    return _through_converts(chain, x, nodes)
 
 
 def _scores(chain: _Chain, x: Value, nodes: list[Node]):
-    """(bmm node, scale, mask) when `x` is `reshape(bmm) [* scale] [+ mask]`, else None."""
-    mask = None
-    add = chain.node(x, "prims.add")
+    """(bmm node, scale, mask, is_causal) when `x` is `reshape(bmm) [* scale] [+ mask]` or
+    `reshape(bmm) [* scale]` with the causal -inf mask, else None."""
+    mask, causal = None, False
+    scores = _causal_scores(chain, x, nodes)
+    if scores is not None:
+        x, causal = _through_converts(chain, scores, nodes), True
+    add = chain.node(x, "prims.add") if not causal else None
     if add is not None:
         for scores, other in (add.args, add.args[::-1]):
             if _is_float(other) and _same_shape(_shape(other), _shape(x)) and _finite_mask(chain, other):
-                if chain.node(scores, ("prims.mul", "prims.div", "prims.reshape")) is not None:
-                    mask, x = other, scores
+                inner = _through_converts(chain, scores, [])
+                if chain.node(inner, ("prims.mul", "prims.div", "prims.reshape")) is not None:
+                    mask, x = other, _through_converts(chain, scores, nodes)
                     nodes.append(add)
                     break
         else:
@@ -196,13 +229,67 @@ def _scores(chain: _Chain, x: Value, nodes: list[Node]):
             return None
         scale = float(b) if scaled.op == "prims.mul" else 1.0 / float(b)
         nodes.append(scaled)
-        x = a
+        x = _through_converts(chain, a, nodes)
     reshape = chain.node(x, "prims.reshape")
     bmm = chain.node(reshape.args[0], "prims.bmm") if reshape is not None else None
     if bmm is None or len(_shape(x)) != 4:
         return None
     nodes += [reshape, bmm]
-    return bmm, scale, mask
+    return bmm, scale, mask, causal
+
+
+def _causal_scores(chain: _Chain, x: Value, nodes: list[Node]):
+    """The scores `x` masks when `x` is `where(~keep, -inf, scores)` or `where(keep, scores, -inf)`
+    with `keep` the causal (L, S) mask (`ones(L, S).tril()`), else None. Only the chain's own
+    nodes join `nodes`: the mask's are left for dead-code removal."""
+    where = chain.node(x, "prims.where")
+    if where is None:
+        return None
+    cond, a, b = where.args
+    for scores, fill, negated in ((b, a, True), (a, b, False)):
+        if fill == -float("inf") and isinstance(scores, Value) and _causal_keep(chain, cond, negated):
+            nodes.append(where)
+            return scores
+    return None
+
+
+def _causal_keep(chain: _Chain, cond, negated: bool) -> bool:
+    """Whether `cond` (seen through views, with one `bitwise_not` when `negated`) keeps exactly the
+    keys at or before each query: `col - row <= 0` over iotas, as `ones(L, S).tril()` decomposes
+    (perhaps inside `where(keep, full(True), False)`)."""
+    cond = _through_views(chain, cond)
+    if negated:
+        node = chain.node(cond, "prims.bitwise_not")
+        if node is None:
+            return False
+        cond = _through_views(chain, node.args[0])
+    where = chain.node(cond, "prims.where")
+    if where is not None:
+        if where.args[2] is not False or not _all_true(chain, where.args[1]):
+            return False
+        cond = _through_views(chain, where.args[0])
+    le = chain.node(cond, "prims.le")
+    sub = chain.node(le.args[0], "prims.sub") if le is not None and le.args[1] == 0 else None
+    if sub is None:
+        return False
+    cols, rows = (_iota_along(chain, v) for v in sub.args)
+    return cols == 1 and rows == 0
+
+
+def _all_true(chain: _Chain, value) -> bool:
+    full = chain.node(_through_views(chain, value), "prims.full")
+    return value is True or (full is not None and full.args[1] is True)
+
+
+def _iota_along(chain: _Chain, value) -> int | None:
+    """d when `value` is a 2-d broadcast of `iota(n, 0, 1)` along dim d, else None."""
+    broadcast = chain.node(value, "prims.broadcast_in_dim")
+    if broadcast is None or len(broadcast.args[1]) != 2 or len(broadcast.args[2]) != 1:
+        return None
+    iota = chain.node(broadcast.args[0], "prims.iota")
+    if iota is None or list(iota.args[1:3]) != [0, 1]:
+        return None
+    return broadcast.args[2][0]
 
 
 def match_attention(chain: _Chain, final: Node) -> AttentionMatch | None:
@@ -217,13 +304,13 @@ def match_attention(chain: _Chain, final: Node) -> AttentionMatch | None:
     found = _scores(chain, x, nodes) if x is not None else None
     if found is None:
         return None
-    bmm, scale, mask = found
+    bmm, scale, mask, causal = found
     query = _unflatten(chain, bmm.args[0], nodes)
     key_t = _unflatten(chain, bmm.args[1], nodes)
     if query is None or key_t is None:
         return None
     values = (query, key_t, value) + ((mask,) if mask is not None else ())
-    dtypes = {v.type.dtype for v in values} | {x.type.dtype, probs.type.dtype}
+    dtypes = {v.type.dtype for v in values} | {bmm.outputs[0].type.dtype, final.outputs[0].type.dtype}
     if len(dtypes) != 1 or not _is_float(query):
         return None
     # Every value the chain computes must be read only inside it.
@@ -237,7 +324,9 @@ def match_attention(chain: _Chain, final: Node) -> AttentionMatch | None:
         if _same_shape(_shape(shaped), _shape(query)[:3] + _shape(value)[3:]):
             nodes.append(users[0])
             result, result_4d = shaped, True
-    return AttentionMatch(query, key_t, value, mask, scale, frozenset(map(id, nodes)), result, result_4d)
+    return AttentionMatch(
+        query, key_t, value, mask, scale, frozenset(map(id, nodes)), result, result_4d, causal
+    )
 
 
 @graph_pass("fuse_attention", stage="prims", produces="prims graph, softmax attention as one op")
@@ -273,7 +362,7 @@ def fuse_attention(graph: Graph) -> Graph:
             continue
         key_name = names.fresh(f"{match.key_t.name}_t")
         key = builder.op("prims.permute", match.key_t, [0, 1, 3, 2], out_name=key_name, source=node.source)
-        args = (match.query, key, match.value, match.mask, False, match.scale)
+        args = (match.query, key, match.value, match.mask, match.is_causal, match.scale)
         if match.result_4d:
             builder.op(
                 "prims.scaled_dot_product_attention", *args, out_name=match.result.name, source=node.source
@@ -284,8 +373,8 @@ def fuse_attention(graph: Graph) -> Graph:
             shape = list(_shape(match.result))
             builder.op("prims.reshape", fused, shape, out_name=match.result.name, source=node.source)
     result = builder.build(*graph.outputs)
-    # Values the chains read and nothing else now does (the head-split copies) go too.
-    result = _drop_unused(result, {id(n) for n in graph.nodes if n.op in ("prims.clone", "prims.reshape")})
+    # Values the chains read and nothing else now does (the head-split copies, a causal mask) go too.
+    result = _drop_unused(result, {id(n) for n in graph.nodes if n.op in _PURE})
     return result.replace(stamps=graph.stamps)
 
 
