@@ -11,6 +11,7 @@ from torchsmith.ir import (
     OpSchema,
     Slice,
     SymIntType,
+    TensorType,
     Value,
     VerifyError,
     interpret,
@@ -371,6 +372,34 @@ def test_registered_schema_kwarg_only_parameter_given_by_position():
     x = b.input("x", "f32[2] cpu")
     y = b.op("verifytest.double", x, True, out_type="f32[4] cpu")
     assert "takes at most 1 positional argument, got 2" in errors_of(b.build(y))
+
+
+register_op(
+    "verifytest.every_other_row",
+    lambda x: x[::2].unsqueeze(1),
+    infer=lambda args, kwargs: TensorType.make((2, 1, 3), args[0].type.dtype, strides=(6, 3, 1)),
+    replace=True,
+)
+
+
+@pytest.mark.parametrize("strides", ["{1, 4}", "{3, 1}"])
+def test_a_dense_declared_layout_is_the_layout_a_fresh_result_is_made_in(strides):
+    b = GraphBuilder("g")
+    x = b.input("x", "f32[2, 3] cpu")
+    verify(b.build(b.op("verifytest.double", x, out_type=f"f32[4, 3]{strides} cpu")))
+
+
+def test_strides_of_size_one_dims_are_not_compared():
+    b = GraphBuilder("g")
+    x = b.input("x", "f32[4, 3] cpu")
+    verify(b.build(b.op("verifytest.every_other_row", x, out_type="f32[2, 1, 3]{6, 99, 1} cpu")))
+
+
+def test_a_view_layout_that_is_not_the_rules_is_refused():
+    b = GraphBuilder("g")
+    x = b.input("x", "f32[4, 3] cpu")
+    y = b.op("verifytest.every_other_row", x, out_type="f32[2, 1, 3]{12, 3, 1} cpu")
+    assert "differ from what verifytest.every_other_row's infer rule computes" in errors_of(b.build(y))
 
 
 def test_failing_infer_rule_is_reported():

@@ -15,7 +15,9 @@ What it checks:
   input's shape or strides, or an input of type `sym(s0)`), so the interpreter can give it a value;
 - ops resolve in the registry, and their arguments fit the op's schema: arity, required and unknown
   parameters, argument kinds, and the number of outputs;
-- when an op has an `infer` rule, the declared output types are the ones the rule computes; an
+- when an op has an `infer` rule, the declared output types are the ones the rule computes (strides
+  as a layout: size-1 dims' strides are not compared, and any dense layout may be declared, the one
+  a backend produces the value in; a non-dense one must be the rule's, a view's own); an
   ATen op without one is run on meta tensors of the declared input types and its output shapes and
   dtypes are compared with the declared ones (`verify_types`);
 - sizes and strides are integers in 0 .. 2**63-1, a tensor has fewer than 2**63 elements, devices
@@ -278,11 +280,51 @@ class _Checker:
             self.problems.append(f"{where}: the infer rule of {node.op} failed: {type(e).__name__}: {e}")
             return
         declared = [v.type for v in node.outputs]
-        if declared != expected:
+        if len(declared) != len(expected) or not all(map(_agrees, declared, expected)):
             self.problems.append(
                 f"{where}: declared output types ({', '.join(_type_text(t) for t in declared)}) differ from "
                 f"what {node.op}'s infer rule computes ({', '.join(_type_text(t) for t in expected)})"
             )
+
+
+def _agrees(declared, expected) -> bool:
+    """Whether a declared output type is the one an infer rule computes. Strides are a layout: the
+    strides of a size-1 dim address nothing, and a tensor without elements has no layout, so those
+    are not compared; and a declared layout that a fresh tensor can have (dense, not overlapping) is
+    the layout the value is produced in (eager's strides of a graph output, a channels-last plan),
+    which a backend writes whatever the op's natural layout. Every other layout is a view's own and
+    must be the rule's."""
+    if not (isinstance(declared, TensorType) and isinstance(expected, TensorType)):
+        return declared == expected
+    if (declared.shape, declared.dtype, declared.device, declared.requires_grad) != (
+        expected.shape, expected.dtype, expected.device, expected.requires_grad
+    ):  # fmt: skip
+        return False
+    if declared.strides == expected.strides or any(_equal(d, 0) for d in declared.shape):
+        return True
+    addressed = [i for i, d in enumerate(declared.shape) if not _equal(d, 1)]
+    if all(_equal(declared.strides[i], expected.strides[i]) for i in addressed):
+        return True
+    return _dense(declared.shape, declared.strides)
+
+
+def _equal(a, b) -> bool:
+    """Whether two dims (ints or size expressions) are provably equal."""
+    return a == b or sympy.simplify(sympy.sympify(a) - sympy.sympify(b)) == 0
+
+
+def _dense(shape, strides) -> bool:
+    """Whether `strides` lay `shape` out densely without overlap (contiguous in some dim order):
+    from stride 1 up, each next stride is the product of the sizes below it."""
+    left = [i for i, d in enumerate(shape) if not _equal(d, 1)]
+    expected = sympy.Integer(1)
+    while left:
+        inner = next((i for i in left if _equal(strides[i], expected)), None)
+        if inner is None:
+            return False
+        left.remove(inner)
+        expected = expected * shape[inner]
+    return True
 
 
 def _leaves(arg):
