@@ -22,7 +22,39 @@ def _lower_matmul(ctx: LoweringContext, node: Node) -> ViewRef:
     # Only when asked (lower(addmm=True)): Triton fuses an mm's consumers into its own template.
     if ctx.fuse_addmm and node.op == "prims.mm" and t.dtype in (torch.float32, torch.float64):
         ctx.matmuls[node.outputs[0].name] = ref.buffer
+    if needs_aligned_rows(t):
+        return _aligned_rows_layout(ctx, ref)
     return ref
+
+
+# cuBLAS's fast half-precision GEMMs need each row of the result to start 16 bytes apart.
+ROW_ALIGNMENT = 8
+
+
+def needs_aligned_rows(t: TensorType) -> bool:
+    """Whether a float16/bfloat16 CUDA matmul result of type `t` has rows (its last size, static)
+    whose length is not a multiple of `ROW_ALIGNMENT`: a vocabulary head (GPT-2's 50257)."""
+    last = t.shape[-1] if t.shape else None
+    return (
+        t.dtype in (torch.float16, torch.bfloat16)
+        and str(t.device).startswith("cuda")
+        and isinstance(last, int)
+        and last % ROW_ALIGNMENT != 0
+        and all(isinstance(d, int) for d in t.shape)
+    )
+
+
+def _aligned_rows_layout(ctx: LoweringContext, ref: ViewRef) -> ViewRef:
+    """The matmul result stored with its rows padded to `ROW_ALIGNMENT` elements: the library
+    writes into it (`out=`) with an aligned leading dimension and takes its fast kernel, where an
+    unaligned one falls back to a slow kernel (eager's, at 50257 columns). Readers index the
+    padded rows; a graph output is copied into eager's layout by the lowering, as any output is."""
+    call = ctx.buffers[-1]
+    shape = call.layout.shape
+    row = -(-shape[-1] // ROW_ALIGNMENT) * ROW_ALIGNMENT
+    strides = (shape[-2] * row, row, 1)[-len(shape):]
+    ctx.buffers[-1] = dataclasses.replace(call, layout=Layout(shape, strides, call.layout.dtype))
+    return strided_ref(call.name, shape, strides, call.layout.dtype)
 
 
 def fuse_bias_add(ctx: LoweringContext, node: Node) -> ViewRef | None:
