@@ -12,7 +12,7 @@ packages/compile_api) is the thin user API on top of them.
 """
 
 from torchsmith.__about__ import __version__  # noqa: E402
-from torchsmith.backends import list_backends, lookup_backend, register_backend  # noqa: E402
+from torchsmith.backend_registry import list_backends, lookup_backend, register_backend  # noqa: E402
 from torchsmith.capture import (  # noqa: E402
     CaptureError,
     FullGraphError,

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from torchsmith.backends import resolve_backend
+from torchsmith.backend_registry import resolve_backend
 from torchsmith.capture import CaptureSession, capture, reset_all
 from torchsmith.distributed import BucketSplitBackend, CompiledDDP, is_ddp
 from torchsmith.errors import InvalidOptionError
@@ -144,7 +144,7 @@ def explain(fn):
     reports its graphs, graph breaks (reason, file, line), guards and capture time."""
 
     def run(*args, **kwargs) -> ExplainOutput:
-        from torchsmith.backends import lookup_backend
+        from torchsmith.backend_registry import lookup_backend
 
         session = CaptureSession(lookup_backend("eager"))
         start = time.perf_counter()

@@ -30,7 +30,7 @@ Two levels, as `torch.compile` offers them:
 
 from collections.abc import Callable
 
-from torchsmith.backends import register_backend
+from torchsmith.backend_registry import register_backend
 from torchsmith.errors import BackendError
 
 
