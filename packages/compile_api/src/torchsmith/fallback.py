@@ -138,8 +138,7 @@ class GuardedBackend:
     def __call__(self, graph, example_inputs):
         try:
             # Compiling makes many short-lived objects: collector passes over a large heap (another
-            # compiler's, in the same process: 0.64 s of one training step's first call on the H200
-            # after torch.compile had run) would cost more than the garbage they find.
+            # compiler's, in the same process) would cost more than the garbage they find.
             with paused_gc():
                 if self.takes_options:
                     compiled = self.backend(graph, example_inputs, options=self.options)

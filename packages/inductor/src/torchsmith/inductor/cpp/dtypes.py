@@ -26,7 +26,7 @@ _TYPES = {
     torch.int8: ("int8_t", "int8_t"),
     torch.uint8: ("uint8_t", "uint8_t"),
     # Stored as uint8_t (same bytes): g++ 12 does not vectorize a loop that loads `bool` elements
-    # (a masked softmax ran 20x slower, measured by H8); loads compare `!= 0`.
+    # (a masked softmax would run scalar); loads compare `!= 0`.
     torch.bool: ("uint8_t", "bool"),
 }
 

@@ -28,13 +28,12 @@ _DOUBLE_VARIANTS = ("_ZGVbN2v_", "_ZGVcN4v_", "_ZGVdN4v_", "_ZGVeN8v_")
 
 
 # Functions we compute inline where libmvec has no vector variant, so that their loops still
-# vectorize (no call). Where it has one, libmvec's is a little faster on ordinary data (float exp:
-# 0.32 vs 0.36 ns per element, g++ 12, AVX-512), but it handles every lane below -87.3 (a masked
-# score at -inf minus the row max, a -1e9 padding fill) with a scalar call, 10x slower: a causal
-# attention kernel of 2M elements, half masked, took 5.3 ms on one core with libmvec's expf and
-# 2.0 ms with ours. So a kernel that may see such values (`masked_values`, decided per kernel by
-# the code generator: it holds an infinite or huge constant) uses ours anyway. (An inline erf,
-# 1 - erfc from two exps and fitted polynomials, was accurate to 1.5 ulp but 2x slower than erff.)
+# vectorize (no call). Where it has one, libmvec's is a little faster on ordinary data, but it
+# handles every lane below -87.3 (a masked score at -inf minus the row max, a -1e9 padding fill)
+# with a scalar call, several times slower than ours on a half-masked attention kernel. So a kernel
+# that may see such values (`masked_values`, decided per kernel by the code generator: it holds an
+# infinite or huge constant) uses ours anyway. erf has no inline version: libmvec's erff is faster
+# than one built from exp at the same accuracy.
 INLINE = {("exp", "float"): "ts::exp_f32"}
 # Whether the kernel being generated may feed masked values (-inf, -1e9) to exp: see INLINE.
 _masked = contextvars.ContextVar("masked_values", default=True)

@@ -219,8 +219,8 @@ class TritonLauncher:
             kernel = kernel.result()
         if kernel is not None:
             # Loading the binary builds its launcher, a C stub the host compiler builds per kernel
-            # and config (about 50 ms each): done at the first launch, 50 of them took 2.4 s of
-            # GPT-2's first call on the H200, one after another. Here they build in parallel.
+            # and config: done at the first launch, a model's stubs would build one after another.
+            # Here they build in parallel.
             kernel.run  # noqa: B018 - the property loads the kernel
 
     def _time(self, config, numels, tensors, symbols, device) -> float:

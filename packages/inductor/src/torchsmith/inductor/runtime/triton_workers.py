@@ -138,8 +138,7 @@ def start_workers() -> None:
 
         threading.Thread(target=triton_key, daemon=True).start()
         # Triton's CUDA driver builds its C helpers with the host compiler the first time it is
-        # used (with an empty cache: 0.35-0.5 s of mlp_train's and encoder_train's first call on
-        # the H200, all in the first kernel's JIT warm-up); it builds while the graph lowers.
+        # used (with an empty cache, a large part of a first call); it builds while the graph lowers.
         _DRIVER_WARMING = threading.Thread(target=_warm_driver, daemon=True)
         _DRIVER_WARMING.start()
         count = worker_count()

@@ -47,20 +47,19 @@ from torchsmith.ir.codegen_text import python_comment
 
 # Rows up to this long stay in registers (8192 elements over 16 warps: 16 values a thread per live
 # row tensor). A looped layer norm reads its row twice and runs a Welford update (a division) per
-# element: 66% of copy bandwidth on the H200 at 32768x4096, where one read can reach the copy's.
+# element, well below copy bandwidth, where a persistent one reads it once.
 PERSISTENT_MAX = 8192
 # (XBLOCK, RBLOCK, num_warps). Rows contiguous along r: one row a program, long blocks.
 LOOPED_CONFIGS = ((1, 1024, 4), (1, 2048, 8), (1, 4096, 8))
 # Column walks: lanes along x (contiguous for them), a few reduced rows per step, per-lane
-# accumulators summed across r once at the end. On the H200, a bfloat16 32768x4096 column sum's
-# partial-sum kernel took 67.5 us with (64, 32, 4), 70 us with (512, 16, 8), (256, 32, 8) and
-# (128, 64, 8), 85 us with (64, 64, 4); in float32 (64, 64, 4) ... (256, 32, 8) reached 95% of copy.
+# accumulators summed across r once at the end. No one config is best for every dtype and shape,
+# so these are tuned per call site.
 COLUMN_CONFIGS = (
     (64, 32, 4), (64, 64, 4), (128, 32, 4), (256, 16, 8), (32, 128, 4), (128, 64, 8), (256, 32, 8),
     (512, 16, 8),
 )
 # Short column walks (the second pass of a split column sum: 32 partials of 4096 columns) are
-# bound by latency: more programs win (14 us with 1-8 columns a program vs 23 us with 64).
+# bound by latency: more programs win, so few columns a program.
 SHORT_COLUMN_XBLOCKS = (1, 4, 8)
 SHORT_COLUMN = 64
 
@@ -183,8 +182,8 @@ def emit_reduction(
         if rblock >= 2048:  # one wide row a program: also try half the warps (less shuffling)
             configs += ((("XBLOCK", 1), ("RBLOCK", rblock), ("num_warps", _warps(rblock) // 2)),)
         if rblock == 4096:
-            # Two rows a program: twice the bytes in flight. A bfloat16 layer norm over 4096-wide rows
-            # took as long per element as float32 (62% vs 93% of copy on the H200): not measured yet.
+            # Two rows a program: twice the bytes in flight, for 16-bit rows, which one row a program
+            # leaves short of copy bandwidth.
             configs += ((("XBLOCK", 2), ("RBLOCK", rblock), ("num_warps", 16)),)
     else:
         for level in range(max_level + 1):

@@ -37,10 +37,9 @@ SPLITTABLE = ("sum", "prod", "max", "min")
 # many (piece, output) rows, pieces of at least ROW_CHUNK elements; rows shorter than MIN_ROW stay.
 ROW_TARGET, ROW_CHUNK, MIN_ROW = 2048, 4096, 8192
 # Column walks (triton_reduction.COLUMN_CONFIGS) put 32-256 output columns in a program: split until
-# about this many (piece, column) pairs, pieces of at least COLUMN_CHUNK rows. On the H200, bfloat16
-# column sums (share of copy bandwidth, by target): 32768x4096 split 2 (8192) 40%, 4 69%, 8 (32768)
-# 90%, 16 89%, 32 (131072) 87%; 4096x32768 unsplit (32768) 93%, split 2 90%, 4 (131072) 87%, 8 81%.
-# Past a few hundred programs of 64 columns, more pieces only add partial sums to write and read.
+# about this many (piece, column) pairs, pieces of at least COLUMN_CHUNK rows: enough programs to
+# fill the GPU. Past a few hundred programs of 64 columns, more pieces only add partial sums to
+# write and read.
 COLUMN_TARGET, COLUMN_CHUNK = 32768, 512
 
 
