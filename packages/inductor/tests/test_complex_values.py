@@ -85,7 +85,8 @@ CASES = {
         lambda r, t: torch.view_as_real(torch.polar(r.abs(), t)) * 2, lambda: (torch.randn(6), torch.randn(6))
     ),
     "casts": (
-        lambda x: (x.cfloat() * 2, x.cdouble().sum(), x.cfloat().real + 1), lambda: (torch.randn(3, 4),)
+        lambda x: (x.cfloat() * 2, x.cdouble().sum(), x.cfloat().real + 1, x.chalf().real.float() + 1),
+        lambda: (torch.randn(3, 4),),
     ),
     "complex_input_ops": (
         lambda z, x: ((z * x).real.exp() + x.sin(), torch.view_as_real(z.conj() * 2), z.abs().sum(1)),

@@ -167,8 +167,11 @@ def test_bad_type_texts(text, fragment):
     assert fragment in str(info.value)
 
 
-@pytest.mark.parametrize("dtype, name", [(torch.uint16, "u16"), (torch.uint32, "u32"), (torch.uint64, "u64")])
-def test_unsigned_dtypes_have_short_names_and_survive_json(dtype, name):
+@pytest.mark.parametrize(
+    "dtype, name",
+    [(torch.uint16, "u16"), (torch.uint32, "u32"), (torch.uint64, "u64"), (torch.complex32, "c32")],
+)
+def test_unsigned_and_complex_half_dtypes_have_short_names_and_survive_json(dtype, name):
     from torchsmith.ir import GraphBuilder, dumps, loads
     from torchsmith.ir.dtypes import dtype_name
 

@@ -18,6 +18,7 @@ DTYPE_BY_NAME: dict[str, torch.dtype] = {
     "bf16": torch.bfloat16,
     "f32": torch.float32,
     "f64": torch.float64,
+    "c32": torch.complex32,
     "c64": torch.complex64,
     "c128": torch.complex128,
     "f8e4m3": torch.float8_e4m3fn,
