@@ -556,8 +556,9 @@ def main(argv=None) -> dict:
     args.repeat = args.repeat or (3 if args.quick else 15)
     if args.threads:
         torch.set_num_threads(args.threads)  # so the machine info says what the children use
-    names = [] if args.bandwidth_only else args.only or list(WORKLOADS)
     gpu = args.device.startswith("cuda")
+    suite = [name for name, w in WORKLOADS.items() if gpu or not w.gpu_only]
+    names = [] if args.bandwidth_only else args.only or suite
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench_inductor_") as cache:
         copy_spec = {"task": "copy", "device": args.device, "quick": args.quick, "repeat": args.repeat,

@@ -30,6 +30,7 @@ class Workload:
     train: bool = False
     memory_bound: bool = False  # bandwidth, not arithmetic, bounds it: the report gives its GB/s
     gpu_title: str = ""
+    gpu_only: bool = False  # in the default suite on a GPU only (sizes that mean something there)
 
     def title_for(self, gpu: bool) -> str:
         return self.gpu_title if gpu and self.gpu_title else self.title
@@ -110,6 +111,18 @@ class Attention(nn.Module):
 def attention(quick: bool, gpu: bool = False):
     shape = (1, 2, 16, 8) if quick else (16, 16, 1024, 64) if gpu else (4, 8, 256, 64)
     return Attention(), [torch.randn(shape) for _ in range(3)]
+
+
+class PlainAttention(nn.Module):
+    """softmax(q @ k^T / sqrt(d)) @ v written out, no mask (issue 20's form)."""
+
+    def forward(self, q, k, v):
+        return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1) @ v
+
+
+def attention_long(quick: bool, gpu: bool = False):
+    shape = (1, 2, 16, 8) if quick else (8, 16, 2048, 64) if gpu else (2, 4, 512, 64)
+    return PlainAttention(), [torch.randn(shape) for _ in range(3)]
 
 
 def _encoder_layer(quick: bool, gpu: bool = False) -> tuple[nn.Module, torch.Tensor]:
@@ -203,6 +216,37 @@ def bert(quick: bool, gpu: bool = False):
     return BertLogits(BertForMaskedLM(config), keys), [ids, types, mask]
 
 
+def gpt2_vocab(quick: bool, gpu: bool = False):
+    """GPT-2 small's width and vocabulary (50257: not a multiple of 8), transformers' default
+    attention (sdpa), 4 layers."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    vocab, batch, seq = (101, 1, 8) if quick else (50257, 8, 512) if gpu else (50257, 1, 128)
+    d, layers, heads = (32, 1, 2) if quick else (768, 4, 12)
+    config = GPT2Config(
+        vocab_size=vocab, n_positions=max(seq, 16), n_embd=d, n_layer=layers, n_head=heads,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0,
+    )
+    return Logits(GPT2LMHeadModel(config), ("input_ids",)), [torch.randint(0, vocab, (batch, seq))]
+
+
+def bert_base(quick: bool, gpu: bool = False):
+    """BERT-base's width and vocabulary, transformers' default attention (sdpa), 4 layers."""
+    from transformers import BertConfig, BertForMaskedLM
+
+    vocab, batch, seq = (101, 1, 8) if quick else (30522, 16, 512) if gpu else (30522, 2, 128)
+    d, layers, heads = (32, 1, 2) if quick else (768, 4, 12)
+    config = BertConfig(
+        vocab_size=vocab, hidden_size=d, num_hidden_layers=layers, num_attention_heads=heads,
+        intermediate_size=4 * d, max_position_embeddings=max(seq, 16), hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
+    ids, types = torch.randint(0, vocab, (batch, seq)), torch.randint(0, 2, (batch, seq))
+    mask = torch.ones(batch, seq, dtype=torch.long)
+    keys = ("input_ids", "token_type_ids", "attention_mask")
+    return BertLogits(BertForMaskedLM(config), keys), [ids, types, mask]
+
+
 class WithLoss(nn.Module):
     """A model followed by a loss against `target`: one scalar to call `.backward()` on."""
 
@@ -252,5 +296,11 @@ WORKLOADS = {
                  gpu_title="MLP 8192x1024 training step (fwd + bwd + SGD), cross entropy"),
         Workload("encoder_train", "TransformerEncoderLayer training step (fwd + bwd + SGD)", encoder_train,
                  train=True, gpu_title="TransformerEncoderLayer d=1024, 16x512 training step"),
+        Workload("attention_long", "attention 2x4x512x64 (written out, no mask)", attention_long,
+                 gpu_title="attention 8x16x2048x64 (written out, no mask)", gpu_only=True),
+        Workload("gpt2_vocab", "GPT-2 (sdpa) 4 layers, d=768, vocab 50257, 1x128 tokens", gpt2_vocab,
+                 gpu_title="GPT-2 (sdpa) 4 layers, d=768, vocab 50257, 8x512 tokens", gpu_only=True),
+        Workload("bert_base", "BERT-base (sdpa) 4 layers, vocab 30522, 2x128 tokens", bert_base,
+                 gpu_title="BERT-base (sdpa) 4 layers, vocab 30522, 16x512 tokens", gpu_only=True),
     ]
 }
