@@ -89,7 +89,6 @@ class Recorder:
 
     def record(self, fn, kwargs) -> None:
         run_code, graph_call = CaptureSession.run_code, wrapper.CompiledGraph.__call__
-        run_extern = wrapper.run_extern
         rec = self
 
         def recording_run_code(session, code, globals_, closure, L, native):
@@ -104,20 +103,36 @@ class Recorder:
             rec.graphs.append((cg, inputs))
             return graph_call(cg, *inputs)
 
-        def recording_run_extern(call, tensors, bindings):
-            args = [externs.tensor_of(tensors, v, bindings) for v in call.args]
-            rec.externs.append((call, args))
-            return run_extern(call, tensors, bindings)
-
         CaptureSession.run_code = recording_run_code
         wrapper.CompiledGraph.__call__ = recording_graph_call
-        wrapper.run_extern = recording_run_extern
         try:
-            fn(**kwargs)
+            with _TorchCalls() as torch_calls:
+                fn(**kwargs)
         finally:
             CaptureSession.run_code = run_code
             wrapper.CompiledGraph.__call__ = graph_call
-            wrapper.run_extern = run_extern
+        # the torch functions the graphs' extern calls resolve to, called from the wrapper
+        kernels = {
+            b.kernel
+            for cg, _ in self.graphs
+            for b in cg.program.buffers
+            if isinstance(b, ExternCall) and b.kernel != externs.OUTPUT_KERNEL
+        }
+        library = {externs.kernel_function(k): k for k in kernels}
+        self.externs = [(library[f], f, a, k) for f, a, k in torch_calls.calls if f in library]
+
+
+class _TorchCalls(torch.overrides.TorchFunctionMode):
+    """Records every torch function called while it is active (func, args, kwargs without `out=`)."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        self.calls.append((func, args, {k: v for k, v in kwargs.items() if k != "out"}))
+        return func(*args, **kwargs)
 
 
 def _per_call_us(fn, calls: int, rounds: int) -> float:
@@ -167,13 +182,10 @@ def step_times_us(cg, inputs, calls: int, rounds: int) -> tuple[float, float, fl
 def extern_op_us(externs_called, calls: int, rounds: int) -> tuple[float, dict]:
     """Time of the torch functions behind the extern calls, called directly; and per kernel name."""
     total, per_kernel = 0.0, {}
-    for call, args in externs_called:
-        if call.kernel == externs.OUTPUT_KERNEL or call.params or call.kwargs:
-            continue  # an output pick is no op; calls with parameters are few and vary
-        fn = externs.kernel_function(call.kernel)
-        us = _per_call_us(lambda f=fn, a=args: f(*a), calls, rounds)
+    for kernel, fn, args, kwargs in externs_called:
+        us = _per_call_us(lambda f=fn, a=args, k=kwargs: f(*a, **k), calls, rounds)
         total += us
-        per_kernel.setdefault(call.kernel, []).append(us)
+        per_kernel.setdefault(kernel, []).append(us)
     return total, {k: (len(v), statistics.median(v)) for k, v in per_kernel.items()}
 
 
@@ -249,6 +261,61 @@ def measure(name: str, rounds: int, warmup: int) -> dict:
     }
 
 
+def extern_micro(rounds: int) -> list[dict]:
+    """Per extern kind at GPT-2's sizes: the torch function alone, `run_extern`'s general path and
+    the planned step (`extern_plan.static_extern_step`), microseconds per call."""
+    from torchsmith.inductor import compile_graph
+    from torchsmith.inductor.runtime.extern_plan import static_extern_step
+    from torchsmith.inductor.testing import make_graph
+
+    f32 = torch.float32
+    cases = {
+        "mm [64, 64] @ [64, 128]": (
+            {"x": ((64, 64), f32), "w": ((64, 128), f32)},
+            lambda b, x, w: b.op("aten.mm.default", x, w),
+        ),
+        "addmm [64] + [64, 64] @ [64, 192]": (
+            {"bias": ((192,), f32), "x": ((64, 64), f32), "w": ((64, 192), f32)},
+            lambda b, bias, x, w: b.op("aten.addmm.default", bias, x, w),
+        ),
+        "bmm [8, 32, 16] @ [8, 16, 32]": (
+            {"a": ((8, 32, 16), f32), "c": ((8, 16, 32), f32)},
+            lambda b, a, c: b.op("aten.bmm.default", a, c),
+        ),
+    }
+    rows = []
+    for label, (types, body) in cases.items():
+        cg = compile_graph(make_graph("extern", types, body))
+        (call,) = [b for b in cg.program.buffers if isinstance(b, ExternCall)]
+        inputs = [torch.randn(*shape) for shape, _ in types.values()]
+        tensors = {b.name: t for b, t in zip(cg.program.inputs, inputs)}
+        slot_of = {name: k for k, name in enumerate(tensors)}
+        slot_of[call.name] = len(slot_of)
+        layouts = {b.name: b.layout for b in (*cg.program.inputs, call)}
+        step = static_extern_step(call, slot_of, layouts, [])
+        values = [*tensors.values(), None]
+        fn = externs.kernel_function(call.kernel)
+        args = [tensors[v.buffer] for v in call.args]
+        times = interleaved_times(
+            {
+                "op": lambda fn=fn, args=args: fn(*args),
+                "general": lambda call=call, tensors=tensors: externs.run_extern(call, tensors, {}),
+                "planned": lambda step=step, values=values: step(values, {}, [], {}),
+            },
+            rounds,
+            2000,
+        )
+        row = {"case": label, "kernel": call.kernel}
+        row.update({k: statistics.median(v) * 1e6 for k, v in times.items()})
+        rows.append(row)
+        print(
+            f"{label} ({call.kernel}): op {row['op']:.1f} us, run_extern {row['general']:.1f} us, "
+            f"planned {row['planned']:.1f} us",
+            flush=True,
+        )
+    return rows
+
+
 def render(report: dict) -> str:
     m, s = report["machine"], report["settings"]
     rows = sorted(report["rows"].values(), key=lambda r: r["vs_torch_compile"])
@@ -297,6 +364,22 @@ def render(report: dict) -> str:
             f"| {p['graph_python_us']:.0f} | {p['kernel_steps_us']:.0f} | {p['extern_op_us']:.0f} "
             f"| {p['extern_python_us']:.0f} ({p['extern_calls']}) | {per:.1f} |"
         )
+    if report.get("externs"):
+        lines += [
+            "",
+            "## One library call from the wrapper (µs per call, GPT-2's sizes)",
+            "",
+            "op: the torch function alone; run_extern: the general path (views, parameters and output "
+            "checks decided per call); planned: the step planned when a graph without size symbols "
+            "is built.",
+            "",
+            "| call | kernel | op | run_extern | planned |",
+            "|---|---|---:|---:|---:|",
+        ]
+        for r in report["externs"]:
+            lines.append(
+                f"| {r['case']} | {r['kernel']} | {r['op']:.1f} | {r['general']:.1f} | {r['planned']:.1f} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -317,6 +400,7 @@ def main() -> None:
     report = {"machine": machine(), "settings": {"rounds": rounds, "warmup": warmup}, "rows": {}}
     if not args.quick and JSON_PATH.exists():
         report["rows"] = json.loads(JSON_PATH.read_text())["rows"]
+    report["externs"] = extern_micro(rounds)
     for name in names:
         row = measure(name, rounds, warmup)
         report["rows"][name] = row

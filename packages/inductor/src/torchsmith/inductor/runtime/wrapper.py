@@ -14,6 +14,7 @@ from torchsmith.inductor.cpp.codegen import Kernel
 from torchsmith.inductor.errors import RuntimeCallError
 from torchsmith.inductor.fusion.memory_plan import MemoryPlan, plan_memory
 from torchsmith.inductor.loop_ir.program import Buffer, ComputedBuffer, ExternCall, LoopProgram, TensorView
+from torchsmith.inductor.runtime.extern_plan import plannable, static_extern_step
 from torchsmith.inductor.runtime.externs import run_extern
 from torchsmith.ir.symbolic import evaluate
 from torchsmith.ir.types import TensorType
@@ -65,10 +66,14 @@ class CompiledGraph:
         self._slots, self._input_slots = len(slot_of), [(slot_of[b.name], b.position) for b in program.inputs]
         kernel_of = {group[0].name: kernel for kernel, group in kernels}
         donors = self.memory_plan.donor_of()
+        layouts = {b.name: b.layout for b in program.inputs}
+        layouts.update((b.name, b.layout) for step in self.steps for b in step)
         self._run = []
         for step, frees in zip(self.steps, self.memory_plan.frees, strict=True):
             drop = [slot_of[n] for n in frees]
-            if isinstance(step[0], ExternCall):
+            if isinstance(step[0], ExternCall) and self._static and plannable(step[0]):
+                self._run.append(static_extern_step(step[0], slot_of, layouts, drop))
+            elif isinstance(step[0], ExternCall):
                 self._run.append(self._extern_step(step[0], slot_of, drop))
             else:
                 kernel = kernel_of[step[0].name]

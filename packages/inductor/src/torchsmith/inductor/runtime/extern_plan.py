@@ -1,0 +1,139 @@
+"""Extern calls of a C++ graph with static sizes, planned once when the graph is built.
+
+`run_extern` decides everything per call: it evaluates each argument view's sizes, compares them
+with the buffer's, looks the kernel up by name, resolves parameters and checks the result's dtype,
+shape, aliasing and strides. Without size symbols all of that except the result's strides is known
+when the graph is compiled, so `static_extern_step` returns one closure per call that reads its
+arguments from the wrapper's slots (the buffer itself where the view is all of it), calls the
+resolved torch function, and for the library matmuls (which return a fresh tensor of the call's
+shape) only compares the result's strides. A small model's call makes a dozen or more such library
+calls, and the per-call decisions took several times longer than the matmuls themselves.
+
+    >>> run = static_extern_step(call, slot_of, layouts, drop=[3])   # doctest: +SKIP
+    >>> run(values, {}, [], scratch)                                # values[slot_of[call.name]] set
+"""
+
+import torch
+
+from torchsmith.inductor.loop_ir.program import ExternCall, TensorArg, TensorView
+from torchsmith.inductor.runtime import extern_pool
+from torchsmith.inductor.runtime.externs import (
+    EXTERN_KERNELS,
+    OUTPUT_KERNEL,
+    in_layout,
+    kernel_function,
+    own_output,
+    same_strides,
+)
+from torchsmith.ir.graph import ArgList
+from torchsmith.ir.interpreter import thaw
+from torchsmith.ir.symbolic import evaluate
+
+# The library matmuls: no parameters, a fresh result of the call's shape and dtype, never a view of
+# an argument; only its strides may differ from the layout (where a size is 1, or a library choice).
+MATMULS = {"prims.mm": torch.mm, "prims.bmm": torch.bmm, "extern.addmm": torch.addmm}
+
+
+def _ints(dims) -> tuple[int, ...]:
+    return tuple(int(evaluate(d, {})) for d in dims)
+
+
+def plannable(call: ExternCall) -> bool:
+    """Whether `static_extern_step` handles `call` (an output pick of a multi-output call reads the
+    wrapper's scratch by name and keeps the general path)."""
+    return call.kernel != OUTPUT_KERNEL
+
+
+def slot_reader(view: TensorView, slot: int, layout):
+    """`values -> tensor`: the buffer in `slot` where `view` is all of it in its `layout` (which the
+    wrapper's buffers hold, up to strides where a size is 1, which no op reads), else a strided view."""
+    shape, strides, offset = _ints(view.shape), _ints(view.strides), int(evaluate(view.offset, {}))
+    if offset == 0 and (_ints(layout.shape), _ints(layout.strides)) == (shape, strides):
+        return None  # the buffer itself: the caller reads the slot without a function call
+
+    def read(values):
+        base = values[slot]
+        return base.as_strided(shape, strides, base.storage_offset() + offset)
+
+    return read
+
+
+def _argument_builder(param):
+    """`args -> argument` for one parameter: constants thawed once, `TensorArg`s picked from `args`."""
+    if isinstance(param, TensorArg):
+        k = param.k
+        return lambda args: args[k]
+    if isinstance(param, tuple) and _holds_tensor(param):
+        items = [_argument_builder(p) for p in param]
+        if isinstance(param, ArgList):
+            return lambda args: [item(args) for item in items]
+        return lambda args: tuple(item(args) for item in items)
+    value = thaw(param, {})
+    if isinstance(value, list):  # a fresh list per call: the op owns what it is given
+        return lambda args: list(value)
+    return lambda args: value
+
+
+def _holds_tensor(param) -> bool:
+    return isinstance(param, TensorArg) or (isinstance(param, tuple) and any(map(_holds_tensor, param)))
+
+
+def static_extern_step(call: ExternCall, slot_of: dict[str, int], layouts: dict, drop: list[int]):
+    """The wrapper step `run(values, bindings, symbol_values, scratch)` of one extern call of a
+    graph without size symbols: `slot_of` maps buffer names to the wrapper's slots, `layouts` buffer
+    names to their layouts, `drop` the slots freed after the call."""
+    if not plannable(call):
+        raise ValueError(f"extern call {call.name} ({call.kernel}) has no static plan")
+    fn = kernel_function(call.kernel)
+    readers = [slot_reader(v, slot_of[v.buffer], layouts[v.buffer]) for v in call.args]
+    slots = [slot_of[v.buffer] for v in call.args]
+    out = slot_of[call.name]
+    is_matmul = MATMULS.get(call.kernel) is fn and EXTERN_KERNELS.get(call.kernel) is fn
+    if is_matmul and not (call.params or call.kwargs):
+        return _matmul_step(call, fn, readers, slots, out, drop)
+    params = [_argument_builder(p) for p in call.params]
+    kwargs = [(key, _argument_builder(v)) for key, v in call.kwargs]
+    plain = not (call.params or call.kwargs)
+    no_bindings: dict = {}
+
+    def run(values, bindings, symbol_values, scratch):
+        args = [values[s] if r is None else r(values) for r, s in zip(readers, slots)]
+        if plain:
+            result = fn(*args)
+        else:
+            result = fn(*[p(args) for p in params], **{key: v(args) for key, v in kwargs})
+        values[out] = in_layout(call, own_output(call, result, scratch), no_bindings, args)
+        for s in drop:
+            values[s] = None
+
+    return run
+
+
+def _matmul_step(call: ExternCall, fn, readers, slots, out: int, drop: list[int]):
+    layout = call.layout
+    shape, strides, dtype = _ints(layout.shape), _ints(layout.strides), layout.dtype
+    pooled = extern_pool.worth_keeping(shape, dtype) and extern_pool.OUT_KERNELS.get(call.kernel) is fn
+    direct = all(r is None for r in readers)
+
+    def run(values, bindings, symbol_values, scratch):
+        if direct:
+            args = [values[s] for s in slots]
+        else:
+            args = [values[s] if r is None else r(values) for r, s in zip(readers, slots)]
+        if pooled:
+            buffer = extern_pool.out_buffer(call, shape, strides, dtype, args[0].device)
+            result = fn(*args, out=buffer)
+            extern_pool.keep(call, result)
+        else:
+            result = fn(*args)
+        actual = result.stride()
+        if actual != strides:
+            if same_strides(shape, actual, strides):  # differing only where the size is 1
+                result = result.as_strided(shape, strides)
+            else:  # the library chose another layout than the program indexes with
+                result = torch.empty_strided(shape, strides, dtype=dtype, device=result.device).copy_(result)
+        values[out] = result
+        for s in drop:
+            values[s] = None
+
+    return run

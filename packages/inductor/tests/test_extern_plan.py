@@ -1,0 +1,65 @@
+"""extern_plan: the library calls of a graph without size symbols run as steps planned when the graph
+is built (arguments read from the wrapper's slots, the result's strides the only check), and give
+eager's results: matmuls reading strided views, calls with constant parameters, several outputs."""
+
+import torch
+
+from torchsmith.inductor import compile_graph
+from torchsmith.inductor.runtime import externs, wrapper
+from torchsmith.inductor.testing import assert_matches_eager, make_graph
+
+F32 = torch.float32
+
+
+def _refuse_general_path(monkeypatch):
+    def general(call, tensors, bindings):
+        raise AssertionError(f"{call.name} ({call.kernel}) took run_extern's general path")
+
+    monkeypatch.setattr(wrapper, "run_extern", general)
+
+
+def test_matmuls_of_views_and_a_convolution_run_planned(monkeypatch):
+    def body(b, x, w, bias, a, c, img, k):
+        t = b.op("aten.t.default", x)  # a strided view read by the matmul
+        mm = b.op("aten.mm.default", t, w)
+        addmm = b.op("aten.addmm.default", bias, t, w)
+        heads = b.op("aten.permute.default", b.op("aten.view.default", a, [2, 3, 4, 5]), [0, 2, 1, 3])
+        bmm = b.op("aten.bmm.default", b.op("aten.reshape.default", heads, [8, 3, 5]), c)
+        conv = b.op("aten.convolution.default", img, k, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+        return b.op("aten.relu.default", mm), addmm, bmm, conv
+
+    types = {
+        "x": ((6, 4), F32), "w": ((6, 5), F32), "bias": ((5,), F32), "a": ((2, 3, 20), F32),
+        "c": ((8, 5, 7), F32), "img": ((1, 2, 6, 6), F32), "k": ((3, 2, 3, 3), F32),
+    }  # fmt: skip
+    graph = make_graph("planned", types, body)
+    compiled = compile_graph(graph)
+    _refuse_general_path(monkeypatch)
+    inputs = [torch.randn(*shape, dtype=dtype) for shape, dtype in types.values()]
+    for _ in range(2):  # the second call reuses nothing of the first
+        assert_matches_eager(compiled, graph, *inputs, rtol=1e-5, atol=1e-5)
+
+
+def test_a_matmul_result_in_another_layout_is_copied_into_the_planned_one(monkeypatch):
+    def body(b, x, w):
+        return (b.op("aten.mm.default", x, w),)
+
+    graph = make_graph("layout", {"x": ((4, 8), F32), "w": ((8, 3), F32)}, body)
+    compiled = compile_graph(graph)
+    # a library that answers in column-major order: the program indexes the result row-major
+    monkeypatch.setitem(externs.EXTERN_KERNELS, "prims.mm", lambda a, b: torch.mm(a, b).t().contiguous().t())
+    again = compile_graph(graph)
+    x, w = torch.randn(4, 8), torch.randn(8, 3)
+    (out,) = again(x, w)
+    assert out.stride() == (3, 1)
+    torch.testing.assert_close(out, x @ w)
+    torch.testing.assert_close(compiled(x, w)[0], x @ w)
+
+
+def test_multi_output_fallbacks_keep_their_other_outputs():
+    def body(b, x):
+        values, indices = b.op("aten.topk.default", b.op("aten.mul.Tensor", x, 2.0), 3)
+        return values, b.op("aten.add.Tensor", indices, 1)
+
+    graph = make_graph("topk", {"x": ((4, 9), F32)}, body)
+    assert_matches_eager(compile_graph(graph), graph, torch.randn(4, 9))
