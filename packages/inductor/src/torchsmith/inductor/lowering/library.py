@@ -11,6 +11,7 @@ from torchsmith.inductor.lowering.channels_last import lower_convolution_channel
 from torchsmith.inductor.lowering.fallback import extern_params
 from torchsmith.inductor.lowering.lower import LoweringContext, register_lowering
 from torchsmith.inductor.lowering.view_refs import ViewRef, strided_ref
+from torchsmith.inductor.runtime.aligned_matmul import padded_columns
 from torchsmith.ir import Node, Value
 from torchsmith.ir.types import TensorType
 
@@ -22,39 +23,9 @@ def _lower_matmul(ctx: LoweringContext, node: Node) -> ViewRef:
     # Only when asked (lower(addmm=True)): Triton fuses an mm's consumers into its own template.
     if ctx.fuse_addmm and node.op == "prims.mm" and t.dtype in (torch.float32, torch.float64):
         ctx.matmuls[node.outputs[0].name] = ref.buffer
-    if needs_aligned_rows(t):
-        return _aligned_rows_layout(ctx, ref)
+    if node.op == "prims.mm" and needs_aligned_columns(t):
+        return _aligned_columns(ctx, ref)
     return ref
-
-
-# cuBLAS's fast half-precision GEMMs need each row of the result to start 16 bytes apart.
-ROW_ALIGNMENT = 8
-
-
-def needs_aligned_rows(t: TensorType) -> bool:
-    """Whether a float16/bfloat16 CUDA matmul result of type `t` has rows (its last size, static)
-    whose length is not a multiple of `ROW_ALIGNMENT`: a vocabulary head (GPT-2's 50257)."""
-    last = t.shape[-1] if t.shape else None
-    return (
-        t.dtype in (torch.float16, torch.bfloat16)
-        and str(t.device).startswith("cuda")
-        and isinstance(last, int)
-        and last % ROW_ALIGNMENT != 0
-        and all(isinstance(d, int) for d in t.shape)
-    )
-
-
-def _aligned_rows_layout(ctx: LoweringContext, ref: ViewRef) -> ViewRef:
-    """The matmul result stored with its rows padded to `ROW_ALIGNMENT` elements: the library
-    writes into it (`out=`) with an aligned leading dimension and takes its fast kernel, where an
-    unaligned one falls back to a slow kernel (eager's, at 50257 columns). Readers index the
-    padded rows; a graph output is copied into eager's layout by the lowering, as any output is."""
-    call = ctx.buffers[-1]
-    shape = call.layout.shape
-    row = -(-shape[-1] // ROW_ALIGNMENT) * ROW_ALIGNMENT
-    strides = (shape[-2] * row, row, 1)[-len(shape):]
-    ctx.buffers[-1] = dataclasses.replace(call, layout=Layout(shape, strides, call.layout.dtype))
-    return strided_ref(call.name, shape, strides, call.layout.dtype)
 
 
 def fuse_bias_add(ctx: LoweringContext, node: Node) -> ViewRef | None:
@@ -80,6 +51,35 @@ def fuse_bias_add(ctx: LoweringContext, node: Node) -> ViewRef | None:
         ctx.buffers.append(ExternCall(name, layout, "extern.addmm", (bias_view, *matmul.args), origin))
         return strided_ref(name, out.shape, out.strides, out.dtype)
     return None
+
+
+# Columns (a vocabulary head's 50257) from which an unaligned half-precision product is padded.
+MIN_ALIGNED_COLUMNS = 1024
+
+
+def needs_aligned_columns(t: TensorType) -> bool:
+    """Whether a float16/bfloat16 CUDA mm result of type `t` (static sizes) has a column count of
+    at least `MIN_ALIGNED_COLUMNS` that is not a multiple of 8: cuBLAS's kernel for it is slow."""
+    return (
+        t.dtype in (torch.float16, torch.bfloat16)
+        and str(t.device).startswith("cuda")
+        and t.rank == 2
+        and all(isinstance(d, int) for d in t.shape)
+        and t.shape[1] >= MIN_ALIGNED_COLUMNS
+        and padded_columns(t.shape[1]) != t.shape[1]
+    )
+
+
+def _aligned_columns(ctx: LoweringContext, ref: ViewRef) -> ViewRef:
+    """The mm call as `extern.aligned_mm` (runtime/aligned_matmul.py: the right operand's columns
+    padded per call, the product's first columns returned as a view), its result typed with the
+    padded row stride that view has; readers index it in place, a graph output is copied into
+    eager's dense layout by the lowering, as any output is."""
+    call = ctx.buffers[-1]
+    strides = (padded_columns(call.layout.shape[1]), 1)
+    layout = Layout(call.layout.shape, strides, call.layout.dtype)
+    ctx.buffers[-1] = dataclasses.replace(call, kernel="extern.aligned_mm", layout=layout)
+    return strided_ref(call.name, call.layout.shape, strides, call.layout.dtype)
 
 
 @register_lowering("prims.convolution", "prims.scaled_dot_product_attention")

@@ -1,0 +1,38 @@
+"""`aligned_mm(a, b)`: `a @ b` for a half-precision `b` whose column count is not a multiple of 8
+(a vocabulary head: GPT-2's 50257, BERT's 30522), computed with that count padded.
+
+cuBLAS runs such a product with a slow kernel (on the H200, [4096, 768] @ [768, 50257] in bfloat16
+takes the time of a product seven times its size); writing the result with aligned rows alone does
+not change its choice, padding the columns of `b` does. `b` is usually a parameter, which can change
+between calls, so it is padded on every call (a copy of `b`, small next to the product). The result
+is a view of the padded product's first columns: its rows lie `padded` elements apart, which is the
+layout the lowering gives the call (lowering/library.py), so no copy follows.
+"""
+
+import torch
+
+ALIGNMENT = 8  # elements: 16 bytes of float16/bfloat16
+
+
+def padded_columns(n: int) -> int:
+    """`n` rounded up to the alignment the library's fast kernels need."""
+    return -(-n // ALIGNMENT) * ALIGNMENT
+
+
+def aligned_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """`a @ b` (2-d) with `b`'s columns padded by zeros to `padded_columns`; the result is the
+    [M, N] view of the [M, padded] product."""
+    n = b.shape[1]
+    width = padded_columns(n)
+    if width == n:
+        return torch.mm(a, b)
+    if b.stride(0) == 1:  # b is the transpose of a row-major [N, K] weight: pad its rows
+        rows = torch.empty(width, b.shape[0], dtype=b.dtype, device=b.device)
+        rows[:n].copy_(b.t())
+        rows[n:].zero_()
+        padded = rows.t()
+    else:
+        padded = torch.empty(b.shape[0], width, dtype=b.dtype, device=b.device)
+        padded[:, :n].copy_(b)
+        padded[:, n:].zero_()
+    return torch.mm(a, padded)[:, :n]
