@@ -128,3 +128,20 @@ def test_row_and_column_reductions_of_one_input_stay_in_their_own_kernels():
     assert refused, [str(d) for d in compiled.decisions]
     assert BLOCKED in compiled.source
     assert_matches_eager(compiled, graph, torch.randn(64, 64), rtol=1e-5, atol=1e-5)
+
+
+def test_row_argmax_across_chunks_ties_and_nans():
+    # Rows of 9000: three 4096-element chunks, each found in two vectorized passes (best value, then
+    # its first position, block by block).
+    def body(b, x):
+        return b.op("aten.argmax.default", x, 1), b.op("aten.argmin.default", x, 1)
+
+    graph = make_graph("row_args", {"x": ((4, 9000), F32)}, body)
+    x = torch.randn(4, 9000)
+    x[0, 100] = x[0, 5000] = 50.0  # a tie across chunks: the first chunk's position
+    x[0, 8999] = -50.0
+    x[1, 70] = x[1, 4100] = x[1, 8000] = float("nan")  # a nan in every chunk: the first
+    x[2, 8200] = float("nan")  # a nan only in the last chunk beats the earlier maximum
+    x[3, :] = 1.0  # all equal: index 0
+    x[3, 4095:4097] = 2.0  # the best value straddles a chunk boundary
+    assert_matches_eager(compile_graph(graph), graph, x)

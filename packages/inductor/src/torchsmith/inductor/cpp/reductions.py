@@ -12,6 +12,10 @@ the rounding of the float mean), and Chan's formula merges
 (count, mean, M2) into the state. So variance is one pass over memory, shifted per chunk (exact on
 data with a large mean and a small spread), and still vectorized.
 
+argmax/argmin: per chunk, the best value (a vectorized max or min with a nan flag), then, only when it
+beats the state, its first position (a vectorized test per block, a scalar scan of the block that
+hits); a scan that kept (value, position) per lane stalled on masked stores.
+
 When the outer loops have too little work to thread (`x.sum()`), the reduction itself is split: the
 chunks (and outer reduction dims) are divided among OpenMP threads with a static schedule, each
 thread keeps its own state, and the states are combined in thread order (deterministic results).
@@ -31,6 +35,8 @@ from torchsmith.inductor.errors import CodegenError
 from torchsmith.inductor.loop_ir.program import Reduction, reduction_vars
 
 CHUNK = 4096
+# argmax/argmin look for the best value's first position in blocks of this many elements.
+ARG_BLOCK = 64
 # Per-thread partial states live in fixed arrays of this many entries (threads beyond it are not used).
 MAX_THREADS = 64
 
@@ -177,16 +183,59 @@ class ReductionEmitter:
                 f"{p}_q - static_cast<double>({p}_e) * {p}_e / {p}_cnt);"
             )
             return
-        else:  # argmax / argmin: a scalar scan in index order
-            v = self.rvars[-1]
-            self.lines.append(f"{indent}for (int64_t {v} = {lo}; {v} < {hi}; ++{v}) {{")
-            value = self._value(indent + "  ")
-            self.lines.append(f"{indent}  const int64_t {p}_i = {cpp_index(self._linear_index())};")
-            self.lines.append(f"{indent}  const {cpp_type(vd)} {p}_v = {value};")
-            self.lines.append(f"{indent}  {_combine(state_kind, a, p, vd)}")
-            self.lines.append(f"{indent}}}")
+        else:
+            self._arg_chunk(indent, lo, hi, state_kind)
             return
         self.lines.append(f"{indent}{_combine(state_kind, a, p, vd)}")
+
+    def _arg_chunk(self, indent: str, lo: str, hi: str, state_kind: str) -> None:
+        """argmax / argmin over [lo, hi) in two vectorized passes: the chunk's best value (and whether
+        it holds a nan); then, only when that beats the state (a nan beats anything but an earlier
+        nan; an equal value loses to the state's earlier position), the first position holding it,
+        found block by block (a vector test per `ARG_BLOCK` elements, a scalar scan of the block that
+        hits). The chunk sits in cache for the second pass."""
+        a, vd, v, lines = self.acc, self.value_dtype, self.rvars[-1], self.lines
+        p, t, floating = f"{a}p", cpp_type(vd), vd.is_floating_point
+        is_max = state_kind == "argmax"
+        cmp, op = (">", "max") if is_max else ("<", "min")
+        lines.append(f"{indent}{t} {p}_m = {cpp_limit(vd, 'lowest' if is_max else 'max')};")
+        clause = f"reduction({op}:{p}_m)"
+        if floating:
+            lines.append(f"{indent}int32_t {p}_nan = 0;")
+            clause += f" reduction(|:{p}_nan)"
+
+        def best(value):
+            code = f"{p}_m = {value} {cmp} {p}_m ? {value} : {p}_m;"
+            return code + (f" {p}_nan = {p}_nan | ({value} != {value});" if floating else "")
+
+        self._simd_loop(indent, lo, hi, clause, best)
+        if floating:
+            beats = f"{p}_nan ? ({a}_v == {a}_v) : ({p}_m {cmp} {a}_v)"
+            found = lambda value: f"({p}_nan ? ({value} != {value}) : ({value} == {p}_m))"  # noqa: E731
+        else:
+            beats = f"{p}_m {cmp} {a}_v"
+            found = lambda value: f"({value} == {p}_m)"  # noqa: E731
+        lines.append(f"{indent}if ({beats}) {{")
+        i2, i3, i4 = indent + "  ", indent + "    ", indent + "      "
+        lines.append(f"{i2}int64_t {p}_at = {lo};")
+        lines.append(f"{i2}for (int64_t {p}_b = {lo}; {p}_b < {hi}; {p}_b += {ARG_BLOCK}) {{")
+        lines.append(f"{i3}const int64_t {p}_e = ts::imin({p}_b + {ARG_BLOCK}, {hi});")
+        lines.append(f"{i3}int32_t {p}_hit = 0;")
+        self._simd_loop(i3, f"{p}_b", f"{p}_e", f"reduction(|:{p}_hit)",
+                        lambda value: f"{p}_hit = {p}_hit | {found(value)};")  # fmt: skip
+        lines.append(f"{i3}if ({p}_hit) {{")
+        lines.append(f"{i4}for (int64_t {v} = {p}_b; {v} < {p}_e; ++{v}) {{")
+        value = self._value(i4 + "  ")
+        lines.append(f"{i4}  if ({found(value)}) {{ {p}_at = {v}; break; }}")
+        lines.append(f"{i4}}}")
+        lines.append(f"{i4}break;")
+        lines.append(f"{i3}}}")
+        lines.append(f"{i2}}}")
+        lines.append(f"{i2}const int64_t {v} = {p}_at;")
+        best_value = f"({p}_nan ? {cpp_limit(vd, 'nan')} : {p}_m)" if floating else f"{p}_m"
+        lines.append(f"{i2}{a}_v = {best_value};")
+        lines.append(f"{i2}{a}_i = {cpp_index(self._linear_index())};")
+        lines.append(f"{indent}}}")
 
     def _linear_index(self) -> sympy.Expr:
         index, stride = sympy.Integer(0), sympy.Integer(1)
