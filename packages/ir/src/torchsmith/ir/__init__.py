@@ -22,6 +22,7 @@ from torchsmith.ir.fx import from_fx, lifted_attributes, to_fx
 from torchsmith.ir.graph import ArgList, Graph, Node, Slice, Stamp, Value, iter_values, map_arg
 from torchsmith.ir.interpreter import interpret
 from torchsmith.ir.ir_kinds import IRKind, register_ir_kind
+from torchsmith.ir.meta_kernels import register_missing as _register_missing_meta_kernels
 from torchsmith.ir.names import NameGenerator
 from torchsmith.ir.parser import parse_arg, parse_graph, parse_node
 from torchsmith.ir.passes import Pipeline, Step, StepRun, graph_pass, run_pipeline
@@ -42,3 +43,6 @@ from torchsmith.ir.symbolic import Dim, compare, evaluate, floordiv, format_dim,
 from torchsmith.ir.text import format_graph
 from torchsmith.ir.types import ScalarType, SymIntType, TensorType, Type, format_type, parse_type, type_of
 from torchsmith.ir.verifier import maybe_verify, verify, verify_enabled
+
+# geqrf and the histogram ops get the Meta kernels torch lacks, so every stage can type them.
+_register_missing_meta_kernels()
