@@ -75,3 +75,15 @@ def test_module_runs_as_a_program(script):
                           capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "Graph break count: 1" in done.stdout
+
+
+def test_pipeline_lists_every_stage_of_the_inductor_backend(capsys):
+    from torchsmith.autograd_aot.pipeline import aot_pipeline
+    from torchsmith.inductor.cpu_pipeline import CPU_PIPELINE
+
+    assert main(["pipeline"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("capture:")
+    listed = [line.split("->")[0].strip() for line in out.splitlines() if "->" in line]
+    cpu = aot_pipeline().names()[:2] + ["decompose", "partition"] + CPU_PIPELINE.names()
+    assert listed[: len(cpu)] == cpu  # in order: autograd_aot's steps, then the CPU pipeline's

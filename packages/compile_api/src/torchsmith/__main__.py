@@ -3,6 +3,7 @@
     python -m torchsmith explain train.py --epochs 1     # graphs, breaks (file:line, reason), guards, times
     python -m torchsmith report train.py --out reports/  # one HTML page per compiled function
     python -m torchsmith backends                        # the registered backends
+    python -m torchsmith pipeline                        # backend="inductor"'s stages and their steps
 
 The script runs as `python SCRIPT.py args...` would (as `__main__`, its folder first on sys.path,
 `sys.argv` set); every function or module it compiles is watched by `torchsmith.report`. The
@@ -106,9 +107,15 @@ def main(argv=None) -> int:
     write.add_argument("script")
     write.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
     commands.add_parser("backends", help="list the registered backends")
+    commands.add_parser("pipeline", help='print backend="inductor" as its stages\' steps')
     options = parser.parse_args(argv)
     if options.command == "backends":
         print("\n".join(torchsmith.list_backends()))
+        return 0
+    if options.command == "pipeline":
+        from torchsmith.inductor_backend import pipeline_text
+
+        print(pipeline_text())
         return 0
     if options.command == "explain":
         return explain_command(options.script, options.args)

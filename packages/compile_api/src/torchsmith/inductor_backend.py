@@ -93,3 +93,24 @@ def inductor_backend(graph: Graph, example_inputs, options: dict | None = None) 
         backward_compiler(options), decompose=to_prims_keep,
         check_backward=check_backward if raising else None,
     )
+
+
+def pipeline_text() -> str:
+    """`backend="inductor"` on one screen: each stage's steps as its pass runner lists them, from
+    capture's graph to built kernels (what `python -m torchsmith pipeline` prints)."""
+    from torchsmith.autograd_aot.pipeline import aot_pipeline
+    from torchsmith.inductor.cpu_pipeline import CPU_PIPELINE
+
+    parts = [
+        "capture: the Python function run symbolically from its bytecode: a torch-level graph and its guards",
+        str(aot_pipeline(to_prims_keep)),
+        "forward now, backward at the first .backward(): compile_for_device picks the device's pipeline",
+        str(CPU_PIPELINE).replace("inductor pipeline:", "inductor pipeline (device cpu):"),
+    ]
+    try:
+        from torchsmith.inductor.gpu_pipeline import GPU_PIPELINE
+    except ImportError:  # the GPU path needs triton
+        parts.append("GPU (Triton) inductor pipeline: not available (pip install triton)")
+    else:
+        parts.append(str(GPU_PIPELINE).replace("inductor pipeline:", "inductor pipeline (device cuda):"))
+    return "\n".join(parts)
