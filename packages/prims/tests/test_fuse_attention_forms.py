@@ -78,3 +78,20 @@ def test_other_minus_inf_masks_are_left_alone(diagonal):
     graph, _ = _attention(torch.float32, "masked_fill", diagonal)
     prims = decompose(graph)
     assert fuse_attention(prims) is prims
+
+
+def test_boolean_sdpa_mask_becomes_additive_once_on_its_own_shape():
+    """aten's attention with a boolean mask: the -inf additive mask torch's kernels take is made on
+    the mask's (L, S) shape, then broadcast; a query with every key masked still gives eager's 0."""
+    b = GraphBuilder("sdpa")
+    q, k, v = (b.input(n, f"f32[{B}, {H}, {L}, {E}] cpu") for n in "qkv")
+    mask = b.input("mask", f"b8[{L}, {L}] cpu")
+    graph = b.build(b.op("aten.scaled_dot_product_attention.default", q, k, v, mask))
+    prims = verify(decompose(graph))
+    (where,) = [n for n in prims.nodes if n.op == "prims.where"]
+    assert list(where.output.type.shape) == [L, L] and where.output.type.dtype == torch.float32
+    keep = torch.ones(L, L, dtype=torch.bool).tril()
+    keep[0] = False
+    inputs = [torch.randn(B, H, L, E, generator=torch.Generator().manual_seed(i)) for i in range(3)] + [keep]
+    expected = torch.nn.functional.scaled_dot_product_attention(*inputs[:3], attn_mask=keep)
+    torch.testing.assert_close(interpret(prims, *inputs)[0], expected)

@@ -54,9 +54,21 @@ def sdpa(
     if dropout_p != 0.0 or enable_gqa:
         return KEEP  # dropout needs the graph's RNG state; grouped-query attention is not a prim yet
     if attn_mask is not None:
+        attn_mask = _additive_mask(e, attn_mask, e.type(query))
         shape = list(e.type(query).shape[:-1]) + [e.type(key).shape[-2]]
         attn_mask = e.broadcast_to(attn_mask, shape)
     return e.scaled_dot_product_attention(query, key, value, attn_mask, is_causal, scale)
+
+
+def _additive_mask(e, mask, query):
+    """A boolean mask as the additive one torch's fused kernels take (0 kept, -inf dropped), made
+    here on the mask's own shape: torch converts it inside every call, on the broadcast shape (a
+    GPT-2 layer's [B, H, L, S]), and a model passes one mask to every layer."""
+    t = e.type(mask)
+    if t.dtype != torch.bool:
+        return mask
+    zeros = e.full(list(t.shape), 0.0, dtype=query.dtype, device=t.device)
+    return e.where(mask, zeros, float("-inf"))
 
 
 # ---- embedding and indexing -------------------------------------------------------------------------------
