@@ -140,6 +140,10 @@ class Tracer(
         self.mutables_by_id: dict[int, tuple] = {}  # id(list or dict) -> (its tracker, the object)
         self.mutable_sources: list[VariableTracker] = []
         self.objects_by_id: dict[int, tuple[str, object]] = {}  # id(object) -> (first source, object)
+        # id(module, function or plain object) -> (its tracker, the object): read again through
+        # another path, such an object is guarded once, `path is first_path`, and its first tracker
+        # is used, so what is read from it is guarded through one path only
+        self.shared_by_id: dict[int, tuple] = {}
         self.new_objects: list = []  # the ObjectVars of user objects created during capture
         self.initial_grad = torch.is_grad_enabled()
         self.grad_enabled = self.initial_grad
@@ -267,6 +271,11 @@ class Tracer(
             if seen[0].source != source:
                 g.add(f"{source} is {seen[0].source}")
             return seen[0]
+        shared = self.shared_by_id.get(id(value))
+        if shared is not None and shared[1] is value:
+            if shared[0].source != source:
+                g.add(f"{source} is {shared[0].source}")
+            return shared[0]
         if is_numpy_value(value):  # opaque: NumPy code runs eagerly (numpy_values.py)
             g.type_is(source, value)
             tracker = NumpyVar(value, source)
@@ -309,7 +318,7 @@ class Tracer(
         if isinstance(value, torch.nn.Module):
             g.identity(source, value)
             g.add(f"{source}.training is {value.training!r}")
-            return ConstVar(value, source)
+            return self._shared(ConstVar(value, source), value)
         if isinstance(value, types.FunctionType) and not _trusted(value) and _simple_defaults(value):
             # a function is guarded by its code, not its identity, so a closure or lambda made
             # anew on every call reuses the graph; cells are guarded where they are read
@@ -318,7 +327,7 @@ class Tracer(
             g.add(f"{source}.__defaults__ == {self.ns.name_of(value.__defaults__)}")
             g.add(f"{source}.__kwdefaults__ == {self.ns.name_of(value.__kwdefaults__)}")
             g.add(f"{source}.__globals__ is {self.ns.name_of(value.__globals__)}")
-            return ConstVar(value, source)
+            return self._shared(ConstVar(value, source), value)
         owner = getattr(value, "__self__", None)
         if isinstance(value, types.BuiltinMethodType) and owner is not None and not isinstance(
             owner, (types.ModuleType, type)
@@ -347,7 +356,12 @@ class Tracer(
             # one object reached through two paths: attribute writes through one are read through
             # the other, so a later call must pass one object there too
             g.add(f"{source} is {first[0]}")
-        return ConstVar(value, source)
+        return self._shared(ConstVar(value, source), value)
+
+    def _shared(self, tracker: VariableTracker, value) -> VariableTracker:
+        """`tracker`, remembered as the one for `value` when read through any other path."""
+        self.shared_by_id[id(value)] = (tracker, value)
+        return tracker
 
     def wrap_method(self, method: types.MethodType, source: str | None) -> VariableTracker:
         from torchsmith.capture.variables import MethodVar
