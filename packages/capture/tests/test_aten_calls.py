@@ -41,3 +41,13 @@ def test_private_aten_bound_torch_functions_are_ops(compile_with, backend):
     for got, expected in zip(compiled(a, b, mask, index), f(a, b, mask, index)):
         torch.testing.assert_close(got, expected)
     assert {"torch._chunk_cat", "torch._unsafe_masked_index"} <= set(backend.graphs[0].ops())
+
+
+def test_an_op_reading_a_tensor_arguments_value_is_a_break_saying_so(compile_with):
+    def f(x, start):
+        return torch.narrow(x, 1, start, 2) * 2  # the view's offset is the tensor's value
+
+    with pytest.raises(FullGraphError, match=r"torch.narrow reads the value of a tensor argument"):
+        compile_with(f, fullgraph=True)(torch.randn(3, 5), torch.tensor(1))
+    x, start = torch.randn(3, 5), torch.tensor(1)
+    torch.testing.assert_close(compile_with(f)(x, start), f(x, start))  # runs eagerly, correct

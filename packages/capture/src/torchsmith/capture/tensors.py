@@ -225,6 +225,13 @@ def _infer_result(op: str, fn, args: tuple, kwargs: dict, grad_enabled: bool):
     except NotImplementedError as e:
         raise Unsupported(f"{op} has no meta implementation (data-dependent output?): {e}") from e
     except Exception as e:
+        if "item() cannot be called on meta tensors" in str(e):
+            # narrow(x, dim, start_tensor, n): the op reads a tensor argument's value, so its result
+            # (here the view's offset) depends on data no meta run knows
+            raise Unsupported(
+                f"{op} reads the value of a tensor argument (its kernel calls Tensor.item()): "
+                "data-dependent, so it runs eagerly; pass a Python int instead of a 0-d tensor to compile it"
+            ) from e
         raise Unsupported(f"{op} failed on meta tensors: {type(e).__name__}: {e}") from e
     # the function's own name: `add` of torch.add and torch.Tensor.add, `detach` of aten.detach.default
     method = op.split(".")[1] if op.startswith("aten.") else op.rsplit(".", 1)[-1]
