@@ -145,3 +145,24 @@ def test_row_argmax_across_chunks_ties_and_nans():
     x[3, :] = 1.0  # all equal: index 0
     x[3, 4095:4097] = 2.0  # the best value straddles a chunk boundary
     assert_matches_eager(compile_graph(graph), graph, x)
+
+
+def test_contiguous_reduced_dims_merge_into_one_loop():
+    def body(b, x, y):
+        nhwc = b.op("aten.permute.default", y, [0, 3, 1, 2])  # NCHW view of channels-last storage
+        return (
+            b.op("aten.mean.dim", x, [2, 3]),  # H and W of NCHW: one run of 30 per (n, c)
+            b.op("aten.sum.dim_IntList", x, [0, 2, 3]),
+            b.op("aten.amax.default", nhwc, [1, 2, 3]),  # reordered by stride: one run of 5*6*7
+            b.op("aten.argmax.default", b.op("aten.reshape.default", x, [2, 210]), 1),
+        )
+
+    graph = make_graph("merged", {"x": ((2, 7, 5, 6), F32), "y": ((2, 5, 6, 7), F32)}, body)
+    compiled = compile_graph(graph)
+    reduced = [
+        b.body.reduction_ranges for b in compiled.program.buffers if hasattr(b.body, "reduction_ranges")
+    ]
+    assert sorted(map(tuple, reduced)) == [(2, 30), (30,), (210,), (210,)], reduced
+    assert_matches_eager(
+        compiled, graph, torch.randn(2, 7, 5, 6), torch.randn(2, 5, 6, 7), rtol=1e-5, atol=1e-5
+    )

@@ -144,25 +144,16 @@ def _has_indirect(expr) -> bool:
 
 def _column_mix(members: list[ComputedBuffer]) -> str | None:
     """Why a column reduction (vectorized across its kept dim, cpp/column_reduction.py) cannot share a
-    kernel with these members: a row reduction or a wider pointwise loop would put it back on the
-    strided path."""
+    kernel with a sibling row reduction: one loop nest cannot vectorize both, and the pair would fall
+    back to the strided loop, so each reads the input in its own kernel."""
     reductions = [m for m in members if isinstance(m.body, Reduction)]
     columns = [m for m in reductions if column_like(m.body)]
-    if not columns:
-        return None
     rows = [m for m in reductions if not column_like(m.body)]
-    if rows:
+    if columns and rows:
         return (
             f"{columns[0].name} reduces a strided dim (vectorized across its kept dim) and {rows[0].name} "
             "a contiguous one: one loop nest cannot vectorize both"
         )
-    ranges = columns[0].body.ranges
-    for m in members:
-        if isinstance(m.body, Pointwise) and not _same_dims(m.body.ranges, ranges):
-            return (
-                f"{m.name} loops over {[format_dim(d) for d in m.body.ranges]}, beyond the kept dims of the "
-                f"column reduction {columns[0].name}, whose kernel blocks those dims"
-            )
     return None
 
 
@@ -171,9 +162,6 @@ def _cpp_only_refusal(members: list[ComputedBuffer], outer) -> str | None:
     threaded_alone = _split_alone(members, outer)
     if threaded_alone:
         return threaded_alone
-    mixed = _column_mix(members)
-    if mixed:
-        return mixed
     if all(isinstance(m.body, Pointwise) and len(m.body.ranges) == len(outer) for m in members):
         # The emitter threads and vectorizes a lone pointwise loop nest; pointwise members with
         # the same loops and nothing else left would lose their vectorized inner loop. (A Triton
@@ -225,7 +213,10 @@ def _cannot_join(group: list[ComputedBuffer], buffer: ComputedBuffer, target: st
                     f"it reads {member.name} at {format_dim(load.index)}, outside the outer iteration "
                     f"({index_var(k)} of loops {shown}) that computes it"
                 )
-    return None
+    # Only siblings: a consumer joining its producer's kernel (a softmax over a strided dim) keeps its
+    # rows in cache, worth more than the vectorized loop.
+    sibling = not any(load.buffer in names for load in loads(buffer.body.value))
+    return _column_mix(members) if target == "cpp" and sibling else None
 
 
 def schedule(program: LoopProgram, target: str = "cpp") -> Schedule:

@@ -6,11 +6,16 @@ import torch
 
 from torchsmith.inductor.loop_ir.program import (
     Constant,
+    Expr,
     IndexValue,
+    Indirect,
+    Load,
     Op,
     Reduction,
     index_vars,
+    map_indices,
     reduction_vars,
+    substitute,
 )
 from torchsmith.inductor.lowering.lower import LoweringContext, register_lowering
 from torchsmith.inductor.lowering.view_refs import ViewRef
@@ -36,11 +41,82 @@ def reduce(
         indices[d] = v
     if not dims:
         return ctx.pointwise(name, src.shape, src.dtype, value_of)
-    value = value_of(indices)
+    value, reduced = value_of(indices), tuple(src.shape[d] for d in dims)
+    if reduction_type not in ("argmax", "argmin"):  # their flat position follows the dims' order
+        value, reduced = order_by_stride(value, reduced)
+    value, reduced = merge_contiguous_reductions(value, reduced)
     shape = tuple(src.shape[d] for d in kept)
-    body = Reduction(shape, tuple(src.shape[d] for d in dims), reduction_type, value)
+    body = Reduction(shape, reduced, reduction_type, value)
     dtype = torch.int64 if reduction_type in ("argmax", "argmin") else value.dtype
     return ctx.add_buffer(name, shape, dtype, body)
+
+
+def _indices(expr: Expr) -> list[sympy.Expr] | None:
+    """Every index expression in `expr`, or None when it holds an indirect load (its own variables)."""
+    found: list[sympy.Expr] = []
+
+    def visit(e) -> bool:
+        if isinstance(e, Indirect):
+            return False
+        if isinstance(e, Load):
+            found.append(sympy.expand(sympy.sympify(e.index)))
+        elif isinstance(e, IndexValue):
+            found.append(sympy.expand(sympy.sympify(e.expr)))
+        return all(visit(a) for a in getattr(e, "args", ()))
+
+    return found if visit(expr) else None
+
+
+def _mergeable(indices, outer: sympy.Symbol, inner: sympy.Symbol, inner_range) -> bool:
+    """Whether every index reads `outer` and `inner` as one run: linear in both, `outer`'s stride
+    `inner_range` times `inner`'s (a reduction over H and W of NCHW data is one over H*W)."""
+    for index in indices:
+        a, b = index.coeff(outer), index.coeff(inner)
+        if (a.free_symbols | b.free_symbols) & {outer, inner}:
+            return False
+        if sympy.expand(index - a * outer - b * inner).free_symbols & {outer, inner}:
+            return False
+        if sympy.expand(a - b * inner_range) != 0:
+            return False
+    return True
+
+
+def order_by_stride(value: Expr, ranges: tuple) -> tuple[Expr, tuple]:
+    """`value` and `ranges` with the reduced dims reordered so that the first load's strides fall
+    toward the innermost loop (a channels-last tensor reduced over C, H and W walks its storage in
+    order). Only for order-free reductions: the sum's rounding may change, within eager's error."""
+    indices = _indices(value)
+    if not indices or len(ranges) < 2:
+        return value, ranges
+    rvars = reduction_vars(len(ranges))
+    strides = [indices[0].coeff(v) for v in rvars]
+    if not all(s.is_Integer for s in strides):
+        return value, ranges
+    order = sorted(range(len(ranges)), key=lambda d: -int(strides[d]))
+    if order == list(range(len(ranges))):
+        return value, ranges
+    mapping = {rvars[d]: rvars[k] for k, d in enumerate(order)}
+    return substitute(value, mapping), tuple(ranges[d] for d in order)
+
+
+def merge_contiguous_reductions(value: Expr, ranges: tuple) -> tuple[Expr, tuple]:
+    """`value` and `ranges` with adjacent reduced dims that every index reads as one contiguous run
+    merged into one dim: the innermost loop gets longer (one 3136-element loop instead of 56 loops of
+    56), which vectorizes better. Flat positions (argmax's) are unchanged: both count row-major."""
+    ranges = tuple(ranges)
+    k = len(ranges) - 1
+    while k >= 1:
+        indices = _indices(value)
+        if indices is None:
+            break
+        rvars = reduction_vars(len(ranges))
+        if _mergeable(indices, rvars[k - 1], rvars[k], ranges[k]):
+            mapping = {rvars[k - 1]: sympy.Integer(0), rvars[k]: rvars[k - 1]}
+            mapping |= {rvars[j]: rvars[j - 1] for j in range(k + 1, len(ranges))}
+            value = map_indices(value, lambda index, m=mapping: sympy.sympify(index).xreplace(m))
+            ranges = (*ranges[: k - 1], ranges[k - 1] * ranges[k], *ranges[k + 1 :])
+        k -= 1
+    return value, ranges
 
 
 @register_lowering(*REDUCTION_OF)
