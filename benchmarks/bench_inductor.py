@@ -88,7 +88,7 @@ class TorchsmithProbe:
         """Record every graph the inductor's code generator compiles (forward and backward)."""
         self._hooked = True
         try:
-            from torchsmith.inductor import backend as inductor_backend
+            from torchsmith.inductor import device_compilers as inductor_backend
         except ImportError:
             return
         original = inductor_backend.DEVICE_COMPILERS.get(self.device_type)

@@ -17,7 +17,7 @@ pytest.importorskip("triton", reason="triton is not installed (pip install trito
 
 import torchsmith  # noqa: E402
 import torchsmith.inductor as inductor  # noqa: E402
-from torchsmith.inductor import backend  # noqa: E402
+from torchsmith.inductor import device_compilers as backend  # noqa: E402
 from torchsmith.inductor.gpu_pipeline import compile_graph_triton  # noqa: E402
 
 BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"

@@ -1,12 +1,12 @@
-"""backend="inductor" (torchsmith.inductor_backend over torchsmith.inductor.backend): torch-level graphs
-through autograd_aot to generated kernels, compared with eager PyTorch; device hook, refusals with
+"""backend="inductor" (torchsmith.inductor_backend over torchsmith.inductor.device_compilers): torch-level
+graphs through autograd_aot to generated kernels, compared with eager PyTorch; device hook, refusals with
 stage/op/source, backward fallback."""
 
 import pytest
 import torch
 
 from torchsmith.inductor import BACKEND_STATS, LoweringError, UnsupportedGraphError
-from torchsmith.inductor import backend as backend_module
+from torchsmith.inductor import device_compilers as backend_module
 from torchsmith.inductor.testing import make_graph
 from torchsmith.inductor_backend import inductor_backend
 from torchsmith.ir import TensorType, events, interpret

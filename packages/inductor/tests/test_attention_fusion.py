@@ -6,7 +6,7 @@ of eager."""
 import torch
 
 from torchsmith.inductor import compile_graph
-from torchsmith.inductor.backend import to_prims_keep
+from torchsmith.inductor.device_compilers import to_prims_keep
 from torchsmith.inductor.loop_ir.program import ComputedBuffer, ExternCall
 from torchsmith.inductor.testing import assert_matches_eager, make_graph
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from torchsmith.inductor import compile_graph, lower
-from torchsmith.inductor.backend import to_prims_keep
+from torchsmith.inductor.device_compilers import to_prims_keep
 from torchsmith.inductor.loop_ir.program import ComputedBuffer, ExternCall
 from torchsmith.inductor.testing import assert_matches_eager, make_graph
 

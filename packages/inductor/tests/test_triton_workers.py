@@ -172,7 +172,7 @@ def test_a_worker_that_dies_mid_request_is_not_counted_as_a_compile(kernel_modul
 
 
 def test_prepare_device_starts_the_workers_for_cuda_graphs_only(monkeypatch):
-    from torchsmith.inductor import backend
+    from torchsmith.inductor import device_compilers as backend
     from torchsmith.inductor.runtime import triton_launch as triton_runtime
     from torchsmith.inductor.runtime import triton_workers
 

@@ -10,7 +10,7 @@ import torch
 
 from torchsmith.autograd_aot import aot_compile
 from torchsmith.autograd_aot.runtime import python_compiler
-from torchsmith.inductor.backend import (
+from torchsmith.inductor.device_compilers import (
     STATS,
     check_backward,
     check_supported,

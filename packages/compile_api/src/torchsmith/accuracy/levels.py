@@ -46,8 +46,8 @@ def _aten_level(graph: Graph, example_inputs, reference: bool) -> Callable:
 
 
 def prims_decomposition(graph: Graph) -> Graph:
-    """The decomposition the inductor backend runs (torchsmith.inductor.backend.to_prims_keep)."""
-    from torchsmith.inductor.backend import to_prims_keep
+    """The decomposition the inductor backend runs (torchsmith.inductor.device_compilers.to_prims_keep)."""
+    from torchsmith.inductor.device_compilers import to_prims_keep
 
     return to_prims_keep(graph)
 

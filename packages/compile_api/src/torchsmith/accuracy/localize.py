@@ -215,7 +215,7 @@ def localize_inductor(
 def scan_compiled(stage: str, role: str, graph: Graph, inputs: list, options: dict | None) -> Culprit | None:
     """Compile `graph` with every intermediate tensor as an extra output; the first node whose
     compiled value differs from the interpreter's (or None when all agree)."""
-    from torchsmith.inductor.backend import compile_for_device, with_input_strides
+    from torchsmith.inductor.device_compilers import compile_for_device, with_input_strides
 
     outputs = {v.name for v in graph.outputs}
     extra = tuple(v for node in graph.nodes for v in _tensor_outputs(node) if v.name not in outputs)

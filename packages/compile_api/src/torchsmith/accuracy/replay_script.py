@@ -40,12 +40,12 @@ def stage_runner(manifest: dict, graph):
         return lambda *args: aot_compile(graph, list(args), interpreter_compiler)(*args)
     if stage == "prims":
         if manifest.get("decompose") == "inductor":
-            from torchsmith.inductor.backend import to_prims_keep as decompose
+            from torchsmith.inductor.device_compilers import to_prims_keep as decompose
         else:
             decompose = torchsmith.prims.decompose
         return _interpreter(decompose(graph))
     if stage == "inductor":
-        from torchsmith.inductor.backend import compile_for_device, with_input_strides
+        from torchsmith.inductor.device_compilers import compile_for_device, with_input_strides
 
         def run(*args):
             return compile_for_device(with_input_strides(graph, args), list(args), manifest.get("options"))(

@@ -4,7 +4,7 @@ kernels for the CPU and Triton kernels for the GPU, cached on disk by source has
     compiled = torchsmith.inductor.compile_graph(graph, example_inputs)
     outputs = compiled(*inputs)          # == torchsmith.ir.interpret(graph, *inputs)
 
-`compile_for_device(graph, example_inputs, options)` (backend.py) picks the code generator of the
+`compile_for_device(graph, example_inputs, options)` (device_compilers.py) picks the code generator of the
 graph's device and raises `UnsupportedGraphError` (stage, op, source line) for what it cannot compile;
 `register_device_compiler` is where a device's code generator plugs in. `backend="inductor"` itself
 (capture's graph through torchsmith.autograd_aot to these kernels) is wired by compile_api, in
@@ -12,12 +12,12 @@ graph's device and raises `UnsupportedGraphError` (stage, op, source line) for w
 """
 
 from torchsmith.inductor.__about__ import __version__
-from torchsmith.inductor.backend import STATS as BACKEND_STATS
-from torchsmith.inductor.backend import compile_for_device, register_device_compiler
 from torchsmith.inductor.cpp.build import STATS as BUILD_STATS
 from torchsmith.inductor.cpp.build import load_library
 from torchsmith.inductor.cpp.codegen import generate_cpp
 from torchsmith.inductor.cpu_pipeline import compile_graph
+from torchsmith.inductor.device_compilers import STATS as BACKEND_STATS
+from torchsmith.inductor.device_compilers import compile_for_device, register_device_compiler
 from torchsmith.inductor.errors import (
     BuildError,
     CodegenError,

@@ -1,6 +1,6 @@
 """The CPU pipeline: `compile_graph` (an `aten.*` or `prims.*` graph -> a callable running generated
 C++), as a list of named steps run by `torchsmith.ir`'s pass runner (`print(CPU_PIPELINE)` lists them;
-`python -m torchsmith.inductor --pipeline` prints both pipelines). `backend="inductor"` (backend.py)
+`python -m torchsmith.inductor --pipeline` prints both pipelines). `backend="inductor"` (device_compilers.py)
 reaches it through autograd_aot.
 
 The steps after `cache lookup` return their state unchanged when the lookup found the program (a
