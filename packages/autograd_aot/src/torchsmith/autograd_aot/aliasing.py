@@ -208,6 +208,16 @@ def scatter_rule(op: str, output_index: int):
         start = output_index * size
         return emit("aten.slice_scatter.default", base, src, dim, start, start + src.type.shape[dim], 1)
 
+    def complex_back(base, src, args, kwargs, emit):
+        # view_as_real's pairs become complex elements again (view_as_complex wants the pairs
+        # contiguous, which a functional result is unless it is itself a strided view)
+        if not src.type.is_contiguous:
+            src = emit("aten.clone.default", src, memory_format=torch.contiguous_format)
+        return emit("aten.view_as_complex.default", src)
+
+    def real_back(base, src, args, kwargs, emit):
+        return emit("aten.view_as_real.default", src)
+
     def unbind_back(base, src, args, kwargs, emit):
         dim = args[0] if args else kwargs.get("dim", 0)
         return emit("aten.select_scatter.default", base, src, dim, output_index)
@@ -221,6 +231,7 @@ def scatter_rule(op: str, output_index: int):
         "aten.permute": permute_back,
         "aten.slice": slice_back, "aten.select": select_back, "aten.diagonal": diagonal_back,
         "aten.as_strided": as_strided_back, "aten.split": split_back, "aten.unbind": unbind_back,
+        "aten.view_as_real": complex_back, "aten.view_as_complex": real_back,
     }
     rule = rules.get(packet)
     if rule is None:
