@@ -2,12 +2,11 @@
 from the plain C++ operator (nan-propagating max/min, Python-style remainder, integer pow, shifts),
 16-bit float conversions, and the state merges of reductions (Welford, argmax/argmin).
 
-No C++ standard headers on purpose: parsing <cmath> alone costs ~0.15 s of g++ time per translation
-unit, more than all the kernels of a small graph (measured with g++ 12 -O3: a TU with the prelude
-and no kernel took 0.19 s of CPU with <cmath>/<limits>/<type_traits>, 0.04 s without). So the libm
+No C++ standard headers on purpose: parsing <cmath> alone costs g++ more time per translation unit
+than all the kernels of a small graph. So the libm
 functions are declared by `vector_math.declarations()` (with their SIMD variants) and called by their
 C names (`expf`, `exp`), limits are literals (`cpp_types.cpp_limit`), and type tests are the two
-small traits below. A precompiled header would save less (0.1 s) and needs a cache of its own.
+small traits below. A precompiled header would save less and needs a cache of its own.
 """
 
 CPP_PRELUDE = r"""

@@ -59,7 +59,7 @@ namespace ts {
 __attribute__((always_inline)) inline float exp_f32(float x) {
   const float hi = 88.72283935546875f, lo = -103.972084045410156f;
   // Out of range, the result is inf or 0 (set below); compute on 0 meanwhile: clamped to lo, a masked
-  // -inf made a subnormal product, which costs a microcode assist per vector (2x slower exp).
+  // -inf would make a subnormal product, which costs a microcode assist per vector.
   const float xc = (x > hi || x < lo) ? 0.0f : x;
   const float n = __builtin_rintf(xc * 1.44269504088896341f);
   float r = __builtin_fmaf(-n, 0.693145751953125f, xc);

@@ -18,8 +18,8 @@ a float16/bfloat16/float32 tensor whose result is not a graph output, `plan_chan
 
 Not chosen: a convolution whose result is a graph output. In a training forward every convolution
 result is one (saved for the backward, whose aten.convolution_backward runs NCHW): channels-last
-there only added a copy per convolution (measured slower), so training graphs keep NCHW. float64
-stays NCHW too (oneDNN has no float64 convolution; not measured to gain).
+there only adds a copy per convolution, so training graphs keep NCHW. float64 stays NCHW too
+(oneDNN has no float64 convolution).
 
 How it is stored: a channels-last buffer is written in memory order, as an NHWC-shaped buffer whose
 loops run over (N, H, W, C) with C innermost (vectorized, contiguous loads of the other channels-last

@@ -1,8 +1,8 @@
 """`aligned_mm(a, b)`: `a @ b` for a half-precision `b` whose column count is not a multiple of 8
 (a vocabulary head: GPT-2's 50257, BERT's 30522), computed with that count padded.
 
-cuBLAS runs such a product with a slow kernel (on the H200, [4096, 768] @ [768, 50257] in bfloat16
-takes the time of a product seven times its size); writing the result with aligned rows alone does
+cuBLAS runs such a product with a slow kernel (several times the time of an aligned product of
+the same size); writing the result with aligned rows alone does
 not change its choice, padding the columns of `b` does. `b` is usually a parameter, which can change
 between calls, so it is padded on every call (a copy of `b`, small next to the product). The result
 is a view of the padded product's first columns: its rows lie `padded` elements apart, which is the

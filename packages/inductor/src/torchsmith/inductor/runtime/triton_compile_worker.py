@@ -13,8 +13,8 @@ The request holds exactly what Triton's JIT would pass its compiler in the paren
 through `triton.knobs.runtime.jit_cache_hook`), so the kernel lands under the cache key the
 parent's own compile looks up: the parent then loads it instead of compiling it. With `launcher`
 set the worker also builds the kernel's launcher, a C extension the host compiler builds once per
-kernel signature (50-100 ms; 22 of them took 0.8 s of mlp_train's first call on the H200, built
-in the parent as it loaded the kernels) into the same cache, where the parent finds it.
+kernel signature (tens of milliseconds each, which would otherwise be spent in the parent as it
+loads the kernels) into the same cache, where the parent finds it.
 """
 
 import importlib.util

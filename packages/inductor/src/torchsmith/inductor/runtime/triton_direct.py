@@ -2,12 +2,12 @@
 
 Every `kernel[grid](*args)` call makes Triton bind the arguments, specialize each one (dtype,
 16-byte alignment, ints equal to 1 or divisible by 16), hash the specialization and look the
-compiled binary up: about 20 us of Python per launch, which made BERT's forward (41 kernels) bound
-by the host on the H200. A kernel of a static graph launches with the same config, sizes and dtypes
-every call; only the alignment of its pointers may differ (a view's storage offset). `DirectLaunch`
-keeps the compiled binary per alignment pattern and calls its launcher with the grid and arguments
-directly: the binary is the one Triton's own lookup would find, since Triton compiles it for those
-very arguments the first time a pattern is seen.
+compiled binary up: tens of microseconds of Python per launch, enough to make a forward of a few
+dozen small kernels bound by the host. A kernel of a static graph launches with the same config,
+sizes and dtypes every call; only the alignment of its pointers may differ (a view's storage
+offset). `DirectLaunch` keeps the compiled binary per alignment pattern and calls its launcher
+with the grid and arguments directly: the binary is the one Triton's own lookup would find, since
+Triton compiles it for those very arguments the first time a pattern is seen.
 """
 
 from triton import knobs

@@ -1,8 +1,8 @@
 """Compile worker processes: Triton's compiler run outside this process's GIL.
 
 Triton's front end (Python walking the kernel's AST into MLIR) takes the GIL at every step, so
-compile threads queue on it: on the H200 machine mlp_train's 65 kernel configs took 85 s of thread
-time over 16 threads, 7 s of wall time. Worker processes (`triton_compile_worker`, started once,
+compile threads queue on it and a model's many kernel configs compile nearly one at a time.
+Worker processes (`triton_compile_worker`, started once,
 Triton imported, no torch) compile the same kernels in parallel for real and leave them in
 Triton's on-disk cache; this process then loads each from the cache instead of compiling it.
 

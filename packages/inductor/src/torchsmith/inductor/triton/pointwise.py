@@ -4,10 +4,9 @@
 transposed (stride 1 along an outer dim, not along the last), so that both the load and the store
 touch memory contiguously within a tile. A tile spans `y`, the dim the transposed load steps by 1
 along, and `x`, the last dims (those every access walks as one flat dim); the other dims are
-`outer`: one value a program, decoded from the program id (`zindex`). An NHWC -> NCHW batch norm
-output walked as (n c h, w) tiles read a sector per element: 174 us on the H200 for 51 MB; tiled
-(n | c, h w), conv_bn_relu went from 0.60 to 0.38-0.42 ms a call. Every access is masked: the last
-block may run past the end.
+`outer`: one value a program, decoded from the program id (`zindex`). An NHWC -> NCHW output
+walked as (n c h, w) tiles would read a sector per element; tiles of (n | c, h w) read and write
+contiguously. Every access is masked: the last block may run past the end.
 """
 
 import sympy
