@@ -4,14 +4,14 @@ accept and reject exactly what the readable expressions do."""
 import pytest
 import torch
 
-from torchsmith.capture.guards import _share_paths
+from torchsmith.capture.guards import bind_shared_paths
 
 
 def test_submodule_paths_are_looked_up_once():
     path = "L['self']._modules['layers']._modules['0']"
     exprs = [f"{path} is K1", f"{path}.training is True", f"(x := {path}) or True"]
     exprs.append(f"id({path}._parameters['w'])")
-    shared = _share_paths(exprs)
+    shared = bind_shared_paths(exprs)
     assert shared[0] == f"(___p0 := {path}) is K1"
     assert shared[1] == "___p0.training is True"
     assert shared[2] == exprs[2]  # inside an `or`: left alone
@@ -22,7 +22,7 @@ def test_paths_from_constants_share_the_steps_where_they_part():
     closure = "K3.__globals__['f'].__closure__[0].cell_contents"
     exprs = [f"type({closure}) is K4", f"{closure}.__code__ is K5", f"{closure}.__defaults__ == K6"]
     exprs.append("K3.__globals__['g'] is K7")
-    shared = _share_paths(exprs)
+    shared = bind_shared_paths(exprs)
     # K3.__globals__ is used by all four, the closure by three: each looked up once.
     assert shared[0] == "type((___p1 := (___p0 := K3.__globals__)['f'].__closure__[0].cell_contents)) is K4"
     assert shared[1:] == ["___p1.__code__ is K5", "___p1.__defaults__ == K6", "___p0['g'] is K7"]

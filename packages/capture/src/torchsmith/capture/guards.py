@@ -233,7 +233,7 @@ class GuardSet:
         """The guard function's source; with `share_paths`, each submodule path is looked up once."""
         exprs = [self._fast.get(e, e) for e in self.exprs]
         if share_paths:
-            exprs = _share_paths(_reuse_tensor_locals(exprs, self._tensor_locals))
+            exprs = bind_shared_paths(_reuse_tensor_locals(exprs, self._tensor_locals))
         body = " and\n                ".join(exprs) or "True"
         return (
             "def guard(L, G):\n"
@@ -307,7 +307,7 @@ def _longest_bound(path: str, bound: dict[str, str]) -> str:
     return path
 
 
-def _share_paths(exprs: list[str]) -> list[str]:
+def bind_shared_paths(exprs: list[str]) -> list[str]:
     """Rewrite the conjuncts so that each shared part of a source path (a submodule,
     `L['self']._modules['layers']._modules['0']`, or a chain from a constant through globals and
     closures, `K3.__globals__['f'].__closure__[0].cell_contents`) is evaluated once, into a local

@@ -26,7 +26,7 @@ import torch
 
 from torchsmith.capture.calls import callable_and_args
 from torchsmith.capture.errors import Unsupported
-from torchsmith.capture.guards import compile_function
+from torchsmith.capture.guards import bind_shared_paths, compile_function
 from torchsmith.capture.numpy_values import NumpyVar
 from torchsmith.capture.ops_python import BINARY, COMPARE
 from torchsmith.capture.pysource import keyword_arguments, set_attribute, string_literal, subscript
@@ -424,7 +424,10 @@ class Codegen:
         graph = None
         head = []
         if t.builder._inputs:
-            head.append(f"__in = ({''.join(s + ', ' for s in t.input_sources)})")
+            # parameters share long paths (`L['self']._modules['h']._modules['0']...`): each shared
+            # part is evaluated once, into a local, as in the guard
+            sources = bind_shared_paths(list(t.input_sources))
+            head.append(f"__in = ({''.join(s + ', ' for s in sources)})")
         if t.graph_has_work() or self.outputs:
             needs_graph = t.graph_has_work()
             if needs_graph:
