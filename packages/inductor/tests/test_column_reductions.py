@@ -166,3 +166,16 @@ def test_contiguous_reduced_dims_merge_into_one_loop():
     assert_matches_eager(
         compiled, graph, torch.randn(2, 7, 5, 6), torch.randn(2, 5, 6, 7), rtol=1e-5, atol=1e-5
     )
+
+
+def test_kept_dims_read_as_one_run_are_one_column_range():
+    def body(b, x, y):
+        var, mean = b.op("aten.var_mean.correction", x, [0], correction=1)
+        return var, mean, b.op("aten.sum.dim_IntList", y, [1]), b.op("aten.argmax.default", y, 1)
+
+    graph = make_graph("kept_merge", {"x": ((9, 13, 17), F32), "y": ((3, 11, 7, 5), F32)}, body)
+    compiled = compile_graph(graph)
+    # x's kept [13, 17] is 221 columns; y's kept [7, 5] after its batch dim is 35.
+    assert "jb < 221;" in compiled.source and "jb < 35;" in compiled.source, compiled.source
+    x, y = torch.randn(9, 13, 17) + 3, torch.randn(3, 11, 7, 5)
+    assert_matches_eager(compiled, graph, x, y, rtol=1e-5, atol=1e-5)

@@ -20,18 +20,23 @@ take blocks (and the other kept dims). Per-column states, by reduction type:
   from it, merged into double (mean, M2) with Chan's formula, as the row reduction does.
 """
 
+from dataclasses import replace
+
 import sympy
 import torch
 
 from torchsmith.inductor.cpp.dtypes import cpp_limit, cpp_type, store_code
 from torchsmith.inductor.cpp.expr import BodyWriter, cpp_index
+from torchsmith.inductor.loop_ir.index_math import index_expressions, reads_as_one_run
 from torchsmith.inductor.loop_ir.program import (
     ComputedBuffer,
+    Layout,
     Pointwise,
     Reduction,
     index_var,
     index_vars,
     loads,
+    map_indices,
     reduction_vars,
 )
 
@@ -58,6 +63,16 @@ def _value_fits(kind: str, dtype: torch.dtype) -> bool:
     return dtype != torch.bool and not dtype.is_complex
 
 
+def _run_columns(body: Reduction):
+    """The number of columns `body`'s reads see as one run: its last kept dim times the kept dims
+    before it that continue that run (what `merge_kept_dims` makes one)."""
+    indices = index_expressions(body.value) or []
+    columns, k = body.ranges[-1], len(body.ranges) - 1
+    while k >= 1 and indices and reads_as_one_run(indices, index_var(k - 1), index_var(k), body.ranges[k]):
+        columns, k = columns * body.ranges[k - 1], k - 1
+    return columns
+
+
 def column_like(body) -> bool:
     """Whether a reduction body reads along its last kept dim contiguously and along its innermost
     reduced dim with a stride: blocking over the kept dim vectorizes it (`x.sum(0)` of a row-major x)."""
@@ -65,7 +80,7 @@ def column_like(body) -> bool:
         return False
     if not body.ranges or not body.reduction_ranges or not _value_fits(body.reduction_type, body.value.dtype):
         return False
-    columns = sympy.sympify(body.ranges[-1])
+    columns = sympy.sympify(_run_columns(body))
     if columns.is_Integer and int(columns) < MIN_COLUMNS:
         return False
     i_last, r_last = index_var(len(body.ranges) - 1), reduction_vars(len(body.reduction_ranges))[-1]
@@ -256,12 +271,47 @@ def _row_loop(lines, ind, r_last, last, states, pointer_of, outer_last, counter,
     lines.append(f"{ind}}}")
 
 
+def merge_kept_dims(group: tuple[ComputedBuffer, ...]) -> tuple[ComputedBuffer, ...]:
+    """`group` with its last two kept dims made one wherever every read and every store sees them as
+    one run (`x.sum(0)` of a [64, 256, 257] tensor: 65792 columns instead of 256 rows of 257, whose
+    blocks would end in a one-column remainder), repeatedly. The buffers' layouts merge alike; only
+    the code generator sees the merged group, the program keeps its shapes."""
+    ranges = group[0].body.ranges
+    while len(ranges) >= 2:
+        k = len(ranges) - 1
+        outer, inner, n = index_var(k - 1), index_var(k), ranges[k]
+        indices: list = []
+        for member in group:
+            found = index_expressions(member.body.value)
+            strides = member.layout.strides
+            if (
+                found is None
+                or len(strides) != len(ranges)
+                or sympy.expand(strides[k - 1] - n * strides[k]) != 0
+            ):
+                return group
+            indices += found
+        if not reads_as_one_run(indices, outer, inner, n):
+            return group
+        mapping = {outer: sympy.Integer(0), inner: outer}
+        ranges = (*ranges[: k - 1], ranges[k - 1] * n)
+
+        def merged(m: ComputedBuffer, k=k, mapping=mapping, ranges=ranges) -> ComputedBuffer:
+            value = map_indices(m.body.value, lambda index: sympy.sympify(index).xreplace(mapping))
+            lay = m.layout
+            layout = Layout(ranges, (*lay.strides[: k - 1], lay.strides[k]), lay.dtype)
+            return replace(m, layout=layout, body=replace(m.body, ranges=ranges, value=value))
+
+        group = tuple(merged(m) for m in group)
+    return group
+
+
 def emit_column_kernel(
     group: tuple[ComputedBuffer, ...], pointer_of, lines: list[str], work_condition
 ) -> None:
     """The body of the kernel computing the column reductions of `group` and its epilogues (after
     the kernel's signature line)."""
-    reductions, epilogues = _split_group(group)
+    reductions, epilogues = _split_group(merge_kept_dims(group))
     body = reductions[0].body
     outer = index_vars(len(body.ranges))
     rvars = reduction_vars(len(body.reduction_ranges))

@@ -17,6 +17,7 @@ from torchsmith.inductor.loop_ir.elementwise_ops import EXPENSIVE_OPS
 from torchsmith.inductor.loop_ir.program import (
     ComputedBuffer,
     Expr,
+    IndexValue,
     Indirect,
     Load,
     Op,
@@ -167,3 +168,35 @@ def distinct_loads(expr: Expr, buffer: str) -> list[Load]:
     from torchsmith.inductor.loop_ir.program import loads
 
     return list(dict.fromkeys(ld for ld in loads(expr) if ld.buffer == buffer))
+
+
+def index_expressions(expr: Expr) -> list[sympy.Expr] | None:
+    """Every index expression in `expr` (loads and index values), expanded; None when it holds an
+    indirect load, whose variables are bound by data."""
+    found: list[sympy.Expr] = []
+
+    def visit(e) -> bool:
+        if isinstance(e, Indirect):
+            return False
+        if isinstance(e, Load):
+            found.append(sympy.expand(sympy.sympify(e.index)))
+        elif isinstance(e, IndexValue):
+            found.append(sympy.expand(sympy.sympify(e.expr)))
+        return all(visit(a) for a in getattr(e, "args", ()))
+
+    return found if visit(expr) else None
+
+
+def reads_as_one_run(indices, outer: sympy.Symbol, inner: sympy.Symbol, inner_range) -> bool:
+    """Whether every index reads loop variables `outer` and `inner` as one run: linear in both, with
+    `outer`'s coefficient `inner_range` times `inner`'s (H and W of NCHW data are one run of H*W), so
+    the two loops can be one."""
+    for index in indices:
+        a, b = index.coeff(outer), index.coeff(inner)
+        if (a.free_symbols | b.free_symbols) & {outer, inner}:
+            return False
+        if sympy.expand(index - a * outer - b * inner).free_symbols & {outer, inner}:
+            return False
+        if sympy.expand(a - b * inner_range) != 0:
+            return False
+    return True

@@ -4,12 +4,11 @@ bodies (see loop_ir.Reduction for the reduction types)."""
 import sympy
 import torch
 
+from torchsmith.inductor.loop_ir.index_math import index_expressions, reads_as_one_run
 from torchsmith.inductor.loop_ir.program import (
     Constant,
     Expr,
     IndexValue,
-    Indirect,
-    Load,
     Op,
     Reduction,
     index_vars,
@@ -51,41 +50,11 @@ def reduce(
     return ctx.add_buffer(name, shape, dtype, body)
 
 
-def _indices(expr: Expr) -> list[sympy.Expr] | None:
-    """Every index expression in `expr`, or None when it holds an indirect load (its own variables)."""
-    found: list[sympy.Expr] = []
-
-    def visit(e) -> bool:
-        if isinstance(e, Indirect):
-            return False
-        if isinstance(e, Load):
-            found.append(sympy.expand(sympy.sympify(e.index)))
-        elif isinstance(e, IndexValue):
-            found.append(sympy.expand(sympy.sympify(e.expr)))
-        return all(visit(a) for a in getattr(e, "args", ()))
-
-    return found if visit(expr) else None
-
-
-def _mergeable(indices, outer: sympy.Symbol, inner: sympy.Symbol, inner_range) -> bool:
-    """Whether every index reads `outer` and `inner` as one run: linear in both, `outer`'s stride
-    `inner_range` times `inner`'s (a reduction over H and W of NCHW data is one over H*W)."""
-    for index in indices:
-        a, b = index.coeff(outer), index.coeff(inner)
-        if (a.free_symbols | b.free_symbols) & {outer, inner}:
-            return False
-        if sympy.expand(index - a * outer - b * inner).free_symbols & {outer, inner}:
-            return False
-        if sympy.expand(a - b * inner_range) != 0:
-            return False
-    return True
-
-
 def order_by_stride(value: Expr, ranges: tuple) -> tuple[Expr, tuple]:
     """`value` and `ranges` with the reduced dims reordered so that the first load's strides fall
     toward the innermost loop (a channels-last tensor reduced over C, H and W walks its storage in
     order). Only for order-free reductions: the sum's rounding may change, within eager's error."""
-    indices = _indices(value)
+    indices = index_expressions(value)
     if not indices or len(ranges) < 2:
         return value, ranges
     rvars = reduction_vars(len(ranges))
@@ -106,11 +75,11 @@ def merge_contiguous_reductions(value: Expr, ranges: tuple) -> tuple[Expr, tuple
     ranges = tuple(ranges)
     k = len(ranges) - 1
     while k >= 1:
-        indices = _indices(value)
+        indices = index_expressions(value)
         if indices is None:
             break
         rvars = reduction_vars(len(ranges))
-        if _mergeable(indices, rvars[k - 1], rvars[k], ranges[k]):
+        if reads_as_one_run(indices, rvars[k - 1], rvars[k], ranges[k]):
             mapping = {rvars[k - 1]: sympy.Integer(0), rvars[k]: rvars[k - 1]}
             mapping |= {rvars[j]: rvars[j - 1] for j in range(k + 1, len(ranges))}
             value = map_indices(value, lambda index, m=mapping: sympy.sympify(index).xreplace(m))
