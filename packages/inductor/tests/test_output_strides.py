@@ -1,4 +1,4 @@
-"""Graph outputs have eager's strides whatever op produced them (backend.keep_output_strides)."""
+"""Graph outputs have eager's strides whatever op produced them (device_compilers.keep_output_strides)."""
 
 import pytest
 import torch
@@ -54,3 +54,24 @@ def test_outputs_have_eager_strides(name):
     for g, e in zip(got, expected, strict=True):
         torch.testing.assert_close(g, e)
         assert g.stride() == e.stride()
+
+
+def test_a_view_of_a_redeclared_output_follows_its_layout():
+    """An output declared channels-last (its ATen twin's strides) and a slice of it: the slice is
+    declared strided as a slice of the channels-last value, so the graph verifies."""
+    import torchsmith.prims  # noqa: F401  (registers the prims ops)
+    from torchsmith.inductor.device_compilers import keep_output_strides
+    from torchsmith.inductor.testing import make_graph
+    from torchsmith.ir import TensorType, Value, verify
+
+    def body(b, x):
+        y = b.op("prims.add", x, x)
+        return y, b.op("prims.sum", b.op("prims.slice", y, 2, 0, 7, 2), [2])
+
+    prims = make_graph("f", {"x": ((2, 3, 8, 8), torch.float32)}, body)
+    y = prims.outputs[0]
+    nhwc = TensorType.make(y.type.shape, y.type.dtype, strides=(192, 1, 24, 3))
+    aten = prims.replace(outputs=(Value(y.name, nhwc), prims.outputs[1]))
+    kept = verify(keep_output_strides(aten, prims))
+    (sliced,) = [n.outputs[0].type for n in kept.nodes if n.op == "prims.slice"]
+    assert kept.outputs[0].type.strides == (192, 1, 24, 3) and sliced.strides == (192, 1, 48, 3)

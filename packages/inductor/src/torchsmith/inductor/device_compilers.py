@@ -23,8 +23,8 @@ import torch
 from torchsmith.inductor.cpu_pipeline import compile_graph
 from torchsmith.inductor.errors import InductorError, UnsupportedGraphError
 from torchsmith.inductor.loop_ir.program import ComputedBuffer
-from torchsmith.ir import Graph, Node, TensorType, Value
-from torchsmith.ir.graph import map_arg
+from torchsmith.ir import Graph, Node, TensorType, Value, lookup_op
+from torchsmith.ir.graph import iter_values, map_arg
 
 Compiler = Callable[[Graph, list], Callable]
 
@@ -262,6 +262,36 @@ def to_prims_keep(graph: Graph) -> Graph:
     return prims
 
 
+def _retype_views_of(prims: Graph, renamed: dict[str, Value]) -> None:
+    """Add to `renamed` the nodes whose declared layout derives from a re-declared value: a view's
+    strides follow its input's (a slice of a channels-last output is strided as channels-last), so
+    a node declared with what its op's shape rule computes from the old input types is declared
+    with what the rule computes from the new ones, in graph order (views of views follow)."""
+    for node in prims.nodes:
+        if any(v.name in renamed for v in node.outputs):
+            continue
+        if not any(isinstance(a, Value) and a.name in renamed for a in iter_values(node.args)):
+            continue
+        infer = lookup_op(node.op).infer
+        if infer is None:
+            continue
+        swap = lambda v: renamed.get(v.name, v)  # noqa: E731
+        try:
+            before = _as_list(infer(node.args, dict(node.kwargs)))
+            after = _as_list(infer(map_arg(node.args, swap), dict(map_arg(node.kwargs, swap))))
+        except Exception:  # noqa: BLE001 - a rule that cannot say leaves the node as declared
+            continue
+        declared = [v.type for v in node.outputs]
+        if declared != before or after == before or len(after) != len(declared):
+            continue
+        for value, new_type in zip(node.outputs, after):
+            renamed[value.name] = Value(value.name, new_type)
+
+
+def _as_list(result) -> list:
+    return list(result) if isinstance(result, (list, tuple)) else [result]
+
+
 def keep_output_strides(aten: Graph, prims: Graph) -> Graph:
     """`prims` with each output declared with the strides its ATen twin had. The ATen graph is traced
     on meta tensors, whose kernels follow eager's layout rules (TensorIterator's for pointwise ops: a
@@ -286,6 +316,7 @@ def keep_output_strides(aten: Graph, prims: Graph) -> Graph:
         renamed[after.name] = Value(after.name, have.replace(strides=want.strides))
     if not renamed:
         return prims
+    _retype_views_of(prims, renamed)
     swap = lambda v: renamed.get(v.name, v)  # noqa: E731
     nodes = tuple(
         node.replace(args=map_arg(node.args, swap), kwargs=map_arg(node.kwargs, swap),
