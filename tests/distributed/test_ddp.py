@@ -101,6 +101,10 @@ def test_allreduce_starts_before_the_last_backward_piece(ranks, name):
     assert allreduces[0] < backwards[-1], f"no all-reduce started before the last backward piece: {split}"
     # every bucket's all-reduce is launched, in bucket order
     assert [split["events"][i][1] for i in allreduces] == list(range(len(split["buckets"])))
+    # with the cut planned from the buckets DDP rebuilt after the first step, every backward piece
+    # but the last completes a bucket: an all-reduce launches before the next piece runs
+    for a, b in zip(backwards, backwards[1:]):
+        assert any(a < i < b for i in allreduces), f"backward pieces {a} and {b} with no all-reduce between"
     # unsplit: one backward, and every all-reduce after it
     backwards, allreduces = _positions(whole["events"], "backward"), _positions(whole["events"], "allreduce")
     assert len(backwards) == 1 and allreduces and min(allreduces) > backwards[0], whole["events"]

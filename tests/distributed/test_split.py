@@ -103,3 +103,50 @@ def test_the_plan_cuts_where_each_bucket_completes(cap, pieces):
     assert "head" in plan.buckets[0][0]
     assert sorted(n for b in plan.buckets for n in b) == sorted(
         v.name for v, x in zip(graph.inputs, inputs) if isinstance(x, torch.nn.Parameter))
+
+
+class RebuiltDDP(FakeDDP):
+    """A FakeDDP after its reducer rebuilt the buckets (`buckets`: parameter lists, bucket 0 first)."""
+
+    def __init__(self, module, buckets):
+        super().__init__(module, 1)
+        self._has_rebuilt_buckets = True
+        grad_buckets = [type("Bucket", (), {"parameters": lambda self, b=b: b})() for b in buckets]
+        self.reducer = type("Reducer", (), {"_get_zeros_like_grad_buckets": lambda self: grad_buckets})()
+
+
+@pytest.mark.skipif(not torch.distributed.is_available(), reason="torch.distributed is not available")
+def test_rebuilt_buckets_cut_the_graph_again(monkeypatch):
+    from torchsmith.distributed import ddp_backend
+
+    torch.manual_seed(0)
+    model = MLP()
+    x = torch.randn(4, 8)
+    graph, inputs = captured_graph(model, x)
+    predicted = plan_split(graph, inputs, FakeDDP(model, 520))
+    blocks, head = model.blocks, model.head
+    # The rebuilt buckets DDP launches in order: block 2's and the head's parameters, then blocks 0
+    # and 1 together, then a bucket of block 1's bias alone, which waits for the one before it.
+    rebuilt = [[head.bias, head.weight, blocks[2].lin.bias, blocks[2].lin.weight],
+               [blocks[1].lin.weight, blocks[0].lin.bias, blocks[0].lin.weight], [blocks[1].lin.bias]]
+    ddp = RebuiltDDP(model, rebuilt)
+    plan = plan_split(graph, inputs, ddp)
+    linear = [i for i, n in enumerate(graph.nodes) if n.op.endswith("linear")]
+    assert plan.cuts == (linear[2],) and predicted.cuts != plan.cuts, (predicted, plan)
+
+    runner = PiecewiseCall(torchsmith.lookup_backend("aot_eager"), graph,
+                           split_graph(graph, list(predicted.cuts)), planned_final=False)
+    monkeypatch.setattr(ddp_backend, "active_ddp_module", lambda: None)
+    runner(*inputs)  # outside a DDP forward: nothing to re-plan against
+    assert len(runner.pieces) == len(predicted.cuts) + 1
+    monkeypatch.setattr(ddp_backend, "active_ddp_module", lambda: ddp)
+    (out,) = runner(*inputs)
+    assert len(runner.pieces) == 2 and runner.planned_final
+    out.sum().backward()
+    got = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    expected = model(x)
+    expected.sum().backward()
+    torch.testing.assert_close(out, expected)
+    for a, b in zip(got, (p.grad for p in model.parameters())):
+        torch.testing.assert_close(a, b)

@@ -8,7 +8,8 @@ forward, so the buckets are computed from that order with the reducer's own assi
 (`torch.distributed._compute_bucket_assignment_by_size`) and the DDP module's limits.
 
 With `find_unused_parameters=True` (and no static graph) DDP never rebuilds: the buckets it built at
-construction are final, and `fixed_buckets` reads them from its reducer.
+construction are final. Once DDP has rebuilt them (it does so once) they are final as well. In both
+cases `fixed_buckets` reads them from its reducer.
 """
 
 from dataclasses import dataclass
@@ -53,9 +54,16 @@ def bucket_assignment(params_in_ready_order: list[torch.Tensor], limits: BucketL
     return [list(bucket) for bucket in indices]
 
 
+def has_final_buckets(ddp: torch.nn.Module) -> bool:
+    """Whether `ddp`'s buckets will not change any more: it never rebuilds them, or it already has."""
+    if getattr(ddp, "_has_rebuilt_buckets", False):
+        return True
+    return bool(getattr(ddp, "find_unused_parameters", False)) and not getattr(ddp, "static_graph", False)
+
+
 def fixed_buckets(ddp: torch.nn.Module) -> list[list[torch.Tensor]] | None:
-    """The reducer's buckets (parameters, bucket 0 first) when DDP never rebuilds them, else None."""
-    if not getattr(ddp, "find_unused_parameters", False) or getattr(ddp, "static_graph", False):
+    """The reducer's buckets (parameters, bucket 0 first) when they are final, else None."""
+    if not has_final_buckets(ddp):
         return None
     reducer = getattr(ddp, "reducer", None)
     if reducer is None:

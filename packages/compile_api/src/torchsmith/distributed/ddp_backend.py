@@ -6,6 +6,8 @@
 `plan.plan_split` says, and each piece goes to the guarded backend on its own: each piece keeps its
 own stage fallback, and its backward is a separate autograd node, so DDP's reducer sees the
 gradients of a bucket, and starts its all-reduce, while the backward of earlier pieces still runs.
+DDP rebuilds its buckets once, after the first backward, from the order gradients came in; a cut
+planned before that is planned again with the rebuilt buckets on the next call (`PiecewiseCall`).
 With `options={"ddp.split_at_buckets": False}`, or outside DDP, graphs are compiled whole.
 """
 
@@ -13,6 +15,7 @@ import logging
 
 import torch
 
+from torchsmith.distributed.buckets import has_final_buckets
 from torchsmith.distributed.plan import plan_split
 from torchsmith.distributed.split import Piece, split_graph, unbound_symbols
 from torchsmith.ir import Graph
@@ -42,38 +45,54 @@ class BucketSplitBackend:
         ddp = active_ddp_module() if self.enabled else None
         if ddp is None:
             return self.backend(graph, example_inputs)
-        try:
-            plan = plan_split(graph, example_inputs, ddp)
-            pieces = split_graph(graph, list(plan.cuts)) if plan.cuts else []
-        except Exception as error:  # the whole graph is still right, only without the overlap
-            log.warning("graph %s compiled whole, not cut at its DDP buckets: planning the cut failed with "
-                        "%s: %s", graph.name, type(error).__name__, error)
+        pieces = cut_at_buckets(graph, example_inputs, ddp)
+        if pieces is None:
             return self.backend(graph, example_inputs)
-        if not plan.cuts:
-            log.info("%s: compiled whole", plan.describe(graph))
-            return self.backend(graph, example_inputs)
-        unbound = [(p.graph.name, sorted(unbound_symbols(p))) for p in pieces if unbound_symbols(p)]
-        if unbound:
-            log.info("graph %s compiled whole, not at its DDP buckets: piece %s uses sizes %s that its "
-                     "inputs do not bind", graph.name, unbound[0][0], ", ".join(unbound[0][1]))
-            return self.backend(graph, example_inputs)
-        log.info("%s", plan.describe(graph))
-        emit("compile_api", "ddp_split", graph=graph, cuts=plan.cuts, buckets=plan.buckets,
-             pieces=[p.graph for p in pieces])
-        return PiecewiseCall(self.backend, graph, pieces)
+        return PiecewiseCall(self.backend, graph, pieces, planned_final=has_final_buckets(ddp))
+
+
+def cut_at_buckets(graph: Graph, example_inputs, ddp) -> list[Piece] | None:
+    """`graph` cut at `ddp`'s buckets, or None where it is compiled whole (one bucket, no safe cut,
+    a piece that could not bind its sizes, a failed plan: each logged)."""
+    try:
+        plan = plan_split(graph, example_inputs, ddp)
+        pieces = split_graph(graph, list(plan.cuts)) if plan.cuts else []
+    except Exception as error:  # the whole graph is still right, only without the overlap
+        log.warning("graph %s compiled whole, not cut at its DDP buckets: planning the cut failed with "
+                    "%s: %s", graph.name, type(error).__name__, error)
+        return None
+    if not plan.cuts:
+        log.info("%s: compiled whole", plan.describe(graph))
+        return None
+    unbound = [(p.graph.name, sorted(unbound_symbols(p))) for p in pieces if unbound_symbols(p)]
+    if unbound:
+        log.info("graph %s compiled whole, not at its DDP buckets: piece %s uses sizes %s that its "
+                 "inputs do not bind", graph.name, unbound[0][0], ", ".join(unbound[0][1]))
+        return None
+    log.info("%s", plan.describe(graph))
+    emit("compile_api", "ddp_split", graph=graph, cuts=plan.cuts, buckets=plan.buckets,
+         pieces=[p.graph for p in pieces])
+    return pieces
 
 
 class PiecewiseCall:
     """Runs the pieces of one graph in order, each compiled by the backend on its first call (with
-    that call's values, which are the graph's example inputs and what earlier pieces made of them)."""
+    that call's values, which are the graph's example inputs and what earlier pieces made of them).
 
-    def __init__(self, backend, graph: Graph, pieces: list[Piece]):
+    A cut planned before DDP's buckets were final (`planned_final=False`: predicted from the forward
+    order) is planned again on the first call after DDP rebuilt them from the order the pieces'
+    gradients came in, and the graph is cut anew where the buckets moved to other pieces."""
+
+    def __init__(self, backend, graph: Graph, pieces: list[Piece], planned_final: bool = True):
         self.backend, self.graph, self.pieces = backend, graph, pieces
         self.input_names = [v.name for v in graph.inputs]
         self.output_names = [v.name for v in graph.outputs]
         self.compiled = [None] * len(pieces)
+        self.planned_final = planned_final
 
     def __call__(self, *args):
+        if not self.planned_final:
+            self._cut_at_final_buckets(args)
         env = dict(zip(self.input_names, args))
         for k, piece in enumerate(self.pieces):
             piece_args = [env[name] for name in piece.reads]
@@ -82,3 +101,18 @@ class PiecewiseCall:
                 run = self.compiled[k] = self.backend(piece.graph, piece_args)
             env.update(zip(piece.writes, run(*piece_args)))
         return [env[name] for name in self.output_names]
+
+    def _cut_at_final_buckets(self, args) -> None:
+        ddp = active_ddp_module()
+        if ddp is None or not has_final_buckets(ddp):
+            return
+        self.planned_final = True
+        pieces = cut_at_buckets(self.graph, list(args), ddp)
+        if pieces is None:
+            pieces = [Piece(self.graph, tuple(self.input_names), tuple(self.output_names))]
+        if [p.graph.nodes for p in pieces] == [p.graph.nodes for p in self.pieces]:
+            return
+        log.info("graph %s cut again at DDP's rebuilt buckets: %d piece(s), were %d", self.graph.name,
+                 len(pieces), len(self.pieces))
+        emit("compile_api", "ddp_recut", graph=self.graph, pieces=[p.graph for p in pieces])
+        self.pieces, self.compiled = pieces, [None] * len(pieces)

@@ -9,11 +9,12 @@ pieces in front of it are still to run. A cut that is not
 safe (`split.safe_cuts`) moves to the nearest safe position in front of it, which still completes
 the bucket no later than the piece's backward.
 
-The cut is planned once, when the graph compiles (DDP's first forward). DDP then rebuilds its buckets
-from the order the pieces' backwards produced gradients in; within one piece that order is
-autograd's, not the forward's, so a rebuilt bucket may take a parameter or two from the next piece.
-Each rebuilt bucket is still completed by one piece or two adjacent ones, so the all-reduces stay
-staggered through the backward (test_ddp.py checks the launches), and the graph is not cut again.
+The cut is first planned when the graph compiles (DDP's first forward), from buckets predicted
+from the forward order. DDP then rebuilds its buckets, once, from the order the pieces' backwards
+produced gradients in; within one piece that order is autograd's, not the forward's, so a rebuilt
+bucket may take parameters from other pieces (GPT-2's took some from three). On the next call the
+cut is planned again from the rebuilt buckets, which are final (`buckets.fixed_buckets`), and the
+graph is cut anew where that moves a cut (`ddp_backend.PiecewiseCall`).
 """
 
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ class SplitPlan:
 
     cuts: tuple[int, ...]
     buckets: tuple[tuple[str, ...], ...]
-    wanted: tuple[int, ...]  # each bucket's ready position, before moving to a safe cut
+    wanted: tuple[int, ...]  # where each bucket's all-reduce can launch, before moving to a safe cut
 
     def describe(self, graph: Graph) -> str:
         """One line for the logs: buckets, cuts, and why a wanted cut moved or went."""
@@ -73,7 +74,13 @@ def plan_split(graph: Graph, example_inputs, ddp: torch.nn.Module) -> SplitPlan:
         buckets = [bucket for bucket in buckets if bucket]
     else:
         buckets = bucket_assignment([example_inputs[i] for _, i, _ in params], BucketLimits.of(ddp))
-    wanted = sorted({min(params[k][0] for k in bucket) for bucket in buckets})
+    # DDP launches the all-reduces in bucket order, so a bucket completed before an earlier one waits
+    # for it: the piece that completes the earlier one launches both, and needs no cut of its own
+    launches, earliest = [], len(graph.nodes)
+    for bucket in buckets:
+        earliest = min(earliest, min(params[k][0] for k in bucket))
+        launches.append(earliest)
+    wanted = sorted(set(launches))
     # the bucket read first is completed by the first piece whatever it starts with: no cut for it
     wanted = wanted[1:]
     safe = safe_cuts(graph)
