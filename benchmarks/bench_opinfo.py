@@ -9,6 +9,7 @@ where torchsmith errors or falls back and torch.compile passes.
     python benchmarks/bench_opinfo.py                    # hours on two cores: every op, both compilers
     python benchmarks/bench_opinfo.py --only torchsmith  # torchsmith's column alone
     python benchmarks/bench_opinfo.py --ops add,softmax --samples 1
+    python benchmarks/bench_opinfo.py --ops fft.fft,mul --dtypes complex64   # other dtypes than the three
 
 Spread over processes (or machines) with shards, each writing its rows as it goes, then merge:
 
@@ -39,6 +40,7 @@ def main(argv=None) -> int:
     parser.add_argument("--only", choices=sorted(COMPILERS), help="run one compiler")
     parser.add_argument("--ops", help="comma-separated OpInfo names (default: all)")
     parser.add_argument("--samples", type=int, default=2, help="samples per op and dtype")
+    parser.add_argument("--dtypes", help="comma-separated dtypes to sweep (default: float32,int64,bfloat16)")
     parser.add_argument("--quick", action="store_true", help="20 ops, one sample: a smoke run")
     parser.add_argument("--shard", help="I/N: sweep every N-th op starting at the I-th (0-based)")
     parser.add_argument("--rows", help="JSON file of rows: written after every op, read to resume")
@@ -47,6 +49,14 @@ def main(argv=None) -> int:
     warnings.simplefilter("ignore")
     if options.merge:
         return merge(options)
+    dtypes = opinfo_sweep.DTYPES
+    if options.dtypes:
+        dtypes = tuple(_dtype(name) for name in options.dtypes.split(","))
+    try:
+        import expecttest  # noqa: F401  (torch's OpInfo database imports it)
+    except ImportError:
+        sys.exit("bench_opinfo needs expecttest (pip install expecttest; on a machine without a package "
+                 "index, copy its one-module package from a machine that has it onto PYTHONPATH)")
     ops = opinfo_sweep.op_database()
     if options.ops:
         wanted = set(options.ops.split(","))
@@ -65,7 +75,7 @@ def main(argv=None) -> int:
         if all(c in rows.get(name_of_op, {}) for c in compilers):
             continue
         for name in compilers:
-            result = opinfo_sweep.sweep_op(COMPILERS[name](), op, samples_per_dtype=options.samples)
+            result = opinfo_sweep.sweep_op(COMPILERS[name](), op, dtypes, samples_per_dtype=options.samples)
             rows.setdefault(result.op, {})[name] = result
         print(f"[{i + 1}/{len(ops)} {time.time() - start:.0f}s] " + "  ".join(
             f"{n}: {r.status}" for n, r in rows[result.op].items()) + f"  {result.op}", flush=True)
@@ -74,6 +84,16 @@ def main(argv=None) -> int:
     if not rows_file:
         write(rows, compilers, options, time.time() - start)
     return 0
+
+
+def _dtype(name: str):
+    """`torch.<name>` as a dtype, or exit naming the bad name."""
+    import torch
+
+    dtype = getattr(torch, name.strip().removeprefix("torch."), None)
+    if not isinstance(dtype, torch.dtype):
+        sys.exit(f"--dtypes: {name!r} is not a torch dtype (float32, int64, bfloat16, complex64, ...)")
+    return dtype
 
 
 def write_rows(path: pathlib.Path, rows: dict, seconds: float) -> None:
@@ -124,7 +144,7 @@ def write(rows: dict, compilers: list, options, seconds: float, machine: dict | 
     (common.RESULTS / "opinfo.json").write_text(json.dumps(record, indent=1) + "\n")
     lines = ["# OpInfo sweep: torch's op samples through torchsmith.compile and torch.compile (CPU)", "",
              f"{info['date']}, {info['cpu']}, torch {info['torch']}, {len(rows)} OpInfos, up to "
-             f"{options.samples} samples per dtype (float32, int64, bfloat16), "
+             f"{options.samples} samples per dtype ({options.dtypes or 'float32, int64, bfloat16'}), "
              f"{seconds / 60:.0f} min{spread}.", "",
              "| compiler | ops | " + " | ".join(opinfo_sweep.ORDER) + " |", "|---|---|---|---|---|---|"]
     for c in compilers:
