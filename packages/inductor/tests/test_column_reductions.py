@@ -53,10 +53,13 @@ def test_column_nan_propagates_and_first_index_wins():
             b.op("aten.argmin.default", x, 0),
         )
 
-    graph = make_graph("column_nans", {"x": ((200, 20), F32)}, body)
+    # 203 rows: chunks of 128 rows read 4 at a time, then a tail of 3 read one at a time.
+    graph = make_graph("column_nans", {"x": ((203, 20), F32)}, body)
     compiled = compile_graph(graph)
     assert BLOCKED in compiled.source
-    x = torch.randn(200, 20)
+    x = torch.randn(203, 20)
+    x[201, 7] = float("nan")  # in the tail
+    x[129, 8] = x[130, 8] = x[202, 8] = 77.0  # a tie inside one step of 4 rows and in the tail
     x[7, 0] = x[150, 0] = float("nan")  # the first nan wins, across the 128-row chunks too
     x[199, 1] = float("nan")
     x[:, 2] = float("-inf")  # all equal: index 0
