@@ -31,6 +31,7 @@ from torchsmith.inductor.lowering.sink import sink_extern_inputs
 from torchsmith.inductor.runtime.triton_graph import TritonCompiledGraph
 from torchsmith.inductor.runtime.triton_launch import interpreting, load_kernels
 from torchsmith.inductor.runtime.triton_workers import start_workers
+from torchsmith.inductor.triton.bias_matmul import bias_matmuls
 from torchsmith.inductor.triton.casts import inline_widening_casts
 from torchsmith.inductor.triton.codegen import generate_triton, source_hash
 from torchsmith.inductor.triton.split import split_reductions
@@ -69,6 +70,13 @@ def _upcast(state: GpuState) -> GpuState:
 
 def _decompose(state: GpuState) -> GpuState:
     graph = to_prims(state.graph)
+    return state if graph is state.graph else replace(state, graph=graph)
+
+
+def _bias_matmuls(state: GpuState) -> GpuState:
+    if state.options.get("max_autotune"):
+        return state  # the matmul template fuses the bias into its own epilogue
+    graph = bias_matmuls(state.graph)
     return state if graph is state.graph else replace(state, graph=graph)
 
 
@@ -125,6 +133,7 @@ GPU_PIPELINE = Pipeline(
     (
         Step("upcast half norms", _upcast, "graph with float16/bfloat16 layer and batch norms in float32"),
         Step("decompose", _decompose, "prims graph (aten ops decomposed; prims graphs pass through)"),
+        Step("bias matmuls", _bias_matmuls, "graph with half-precision mm + bias as one addmm call"),
         Step("pick device", _pick_device, "the one CUDA device of the graph (compile workers started)"),
         Step("choose layouts", _choose_layouts, "channels-last plan (half-precision convolutions)"),
         Step("lower", _lower, "loop IR, one buffer per node"),

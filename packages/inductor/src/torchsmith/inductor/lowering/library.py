@@ -24,7 +24,7 @@ def _lower_matmul(ctx: LoweringContext, node: Node) -> ViewRef:
     if ctx.fuse_addmm and node.op == "prims.mm" and t.dtype in (torch.float32, torch.float64):
         ctx.matmuls[node.outputs[0].name] = ref.buffer
     if node.op == "prims.mm" and needs_aligned_columns(t):
-        return _aligned_columns(ctx, ref)
+        return _aligned_columns(ctx, ref, "extern.aligned_mm")
     return ref
 
 
@@ -53,6 +53,19 @@ def fuse_bias_add(ctx: LoweringContext, node: Node) -> ViewRef | None:
     return None
 
 
+@register_lowering("aten.addmm.default")
+def _lower_addmm(ctx: LoweringContext, node: Node) -> ViewRef:
+    """`bias + a @ b` as one library call (triton/bias_matmul.py puts half-precision linear layers
+    back together on the GPU path); an unaligned vocabulary head pads its operand as mm does."""
+    bias, a, b = node.args[:3]
+    if node.args[3:] or node.kwargs:
+        raise ValueError(f"{node.op}: only beta = alpha = 1 runs as a library call")
+    (ref,) = ctx.extern(node, "extern.addmm", tensors=(bias, a, b))
+    if needs_aligned_columns(node.outputs[0].type):
+        return _aligned_columns(ctx, ref, "extern.aligned_addmm")
+    return ref
+
+
 # Columns (a vocabulary head's 50257) from which an unaligned half-precision product is padded.
 MIN_ALIGNED_COLUMNS = 1024
 
@@ -70,7 +83,7 @@ def needs_aligned_columns(t: TensorType) -> bool:
     )
 
 
-def _aligned_columns(ctx: LoweringContext, ref: ViewRef) -> ViewRef:
+def _aligned_columns(ctx: LoweringContext, ref: ViewRef, kernel: str) -> ViewRef:
     """The mm call as `extern.aligned_mm` (runtime/aligned_matmul.py: the right operand's columns
     padded per call, the product's first columns returned as a view), its result typed with the
     padded row stride that view has; readers index it in place, a graph output is copied into
@@ -78,7 +91,7 @@ def _aligned_columns(ctx: LoweringContext, ref: ViewRef) -> ViewRef:
     call = ctx.buffers[-1]
     strides = (padded_columns(call.layout.shape[1]), 1)
     layout = Layout(call.layout.shape, strides, call.layout.dtype)
-    ctx.buffers[-1] = dataclasses.replace(call, kernel="extern.aligned_mm", layout=layout)
+    ctx.buffers[-1] = dataclasses.replace(call, kernel=kernel, layout=layout)
     return strided_ref(call.name, call.layout.shape, strides, call.layout.dtype)
 
 

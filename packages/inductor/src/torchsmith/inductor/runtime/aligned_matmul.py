@@ -1,5 +1,6 @@
-"""`aligned_mm(a, b)`: `a @ b` for a half-precision `b` whose column count is not a multiple of 8
-(a vocabulary head: GPT-2's 50257, BERT's 30522), computed with that count padded.
+"""`aligned_mm(a, b)` and `aligned_addmm(bias, a, b)`: `a @ b` (plus a bias) for a half-precision
+`b` whose column count is not a multiple of 8 (a vocabulary head: GPT-2's 50257, BERT's 30522),
+computed with that count padded.
 
 cuBLAS runs such a product with a slow kernel (several times the time of an aligned product of
 the same size); writing the result with aligned rows alone does
@@ -23,16 +24,29 @@ def aligned_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """`a @ b` (2-d) with `b`'s columns padded by zeros to `padded_columns`; the result is the
     [M, N] view of the [M, padded] product."""
     n = b.shape[1]
-    width = padded_columns(n)
-    if width == n:
+    if padded_columns(n) == n:
         return torch.mm(a, b)
+    return torch.mm(a, _padded(b))[:, :n]
+
+
+def aligned_addmm(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """`bias + a @ b` (a 1-d bias) as `aligned_mm` computes the product, the bias padded too."""
+    n = b.shape[1]
+    if padded_columns(n) == n:
+        return torch.addmm(bias, a, b)
+    bias = torch.cat([bias, bias.new_zeros(padded_columns(n) - n)])
+    return torch.addmm(bias, a, _padded(b))[:, :n]
+
+
+def _padded(b: torch.Tensor) -> torch.Tensor:
+    n = b.shape[1]
+    width = padded_columns(n)
     if b.stride(0) == 1:  # b is the transpose of a row-major [N, K] weight: pad its rows
         rows = torch.empty(width, b.shape[0], dtype=b.dtype, device=b.device)
         rows[:n].copy_(b.t())
         rows[n:].zero_()
-        padded = rows.t()
-    else:
-        padded = torch.empty(b.shape[0], width, dtype=b.dtype, device=b.device)
-        padded[:, :n].copy_(b)
-        padded[:, n:].zero_()
-    return torch.mm(a, padded)[:, :n]
+        return rows.t()
+    padded = torch.empty(b.shape[0], width, dtype=b.dtype, device=b.device)
+    padded[:, :n].copy_(b)
+    padded[:, n:].zero_()
+    return padded

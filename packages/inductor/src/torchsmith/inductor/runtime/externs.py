@@ -13,7 +13,7 @@ import torch
 from torchsmith.inductor.errors import RuntimeCallError
 from torchsmith.inductor.loop_ir.program import ExternCall, TensorArg, TensorView
 from torchsmith.inductor.runtime import extern_pool
-from torchsmith.inductor.runtime.aligned_matmul import aligned_mm
+from torchsmith.inductor.runtime.aligned_matmul import aligned_addmm, aligned_mm
 from torchsmith.ir.graph import ArgList
 from torchsmith.ir.interpreter import thaw
 from torchsmith.ir.registry import lookup_op
@@ -67,6 +67,7 @@ EXTERN_KERNELS = {
     "prims.bmm": torch.bmm,
     "extern.addmm": torch.addmm,  # (bias, a, b): an mm with its bias add (lowerings_library.fuse_bias_add)
     "extern.aligned_mm": aligned_mm,  # a half-precision mm with unaligned columns (lowering/library.py)
+    "extern.aligned_addmm": aligned_addmm,  # the same with a bias (lowering/library.py)
     "extern.empty": _empty,
     "extern.tensor": _tensor,
     _EFFICIENT_ATTENTION: _efficient_attention,
