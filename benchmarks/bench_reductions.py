@@ -3,6 +3,7 @@
 
     python benchmarks/bench_reductions.py                  # writes results/reductions_cpu.md (~5 min)
     python benchmarks/bench_reductions.py --only odd --rounds 5 --no-write   # rows whose name holds "odd"
+    python benchmarks/bench_reductions.py --cpu-time     # one thread, CPU time: results/reductions_cpu_1t.md
 
 Every row is one function `op(x, dim)` compiled by torch.compile and by torchsmith (backend "inductor")
 and checked against eager (allclose; argmax exactly). Timing: the median over `--rounds` rounds of the
@@ -11,6 +12,10 @@ all alike), 2 threads. GB/s counts the bytes a reduction must move (the input re
 written once) and, in parentheses, the share of the copy bandwidth measured in the same process
 (`dst.copy_(src)` of 2048x2048 float32, read + write). The table lists the rows where torchsmith is
 slowest against torch.compile first. Not part of CI.
+
+On a shared, loaded machine two OpenMP threads wait for each other at every barrier while the other
+is descheduled, and wall-clock times fill with scheduler quanta; `--cpu-time` runs one thread and
+measures the calling thread's CPU time (`time.thread_time`), which waiting for the CPU does not count.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ import sys
 import time
 import types
 
-os.environ.setdefault("OMP_NUM_THREADS", "2")
+# Before torch loads: the generated kernels' OpenMP reads it once (torch.set_num_threads sets torch's own).
+os.environ.setdefault("OMP_NUM_THREADS", "1" if "--cpu-time" in sys.argv else "2")
 
 import torch  # noqa: E402
 from common import RESULTS, calls_per_round, interleaved_times, machine, median, short_error  # noqa: E402
@@ -141,15 +147,28 @@ def _check(expected, got) -> str:
     return "ok"
 
 
-def copy_bandwidth(rounds: int) -> float:
+def copy_bandwidth(rounds: int, cpu_time: bool = False) -> float:
     """GB/s of `dst.copy_(src)` on 2048x2048 float32 (bytes read + written)."""
     src, dst = torch.randn(2048, 2048), torch.empty(2048, 2048)
     calls = calls_per_round(lambda: dst.copy_(src), lambda: None)
-    times = interleaved_times({"copy": lambda: dst.copy_(src)}, rounds, calls)["copy"]
+    timer = cpu_times if cpu_time else interleaved_times
+    times = timer({"copy": lambda: dst.copy_(src)}, rounds, calls)["copy"]
     return 2 * src.numel() * 4 / median(times) / 1e9
 
 
-def run_row(name: str, tensor: str, fn, rounds: int) -> dict:
+def cpu_times(fns: dict, rounds: int, calls: int) -> dict[str, list[float]]:
+    """Like `interleaved_times`, in CPU seconds of the calling thread (one-thread runs only)."""
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            start = time.thread_time()
+            for _ in range(calls):
+                fn()
+            samples[name].append((time.thread_time() - start) / calls)
+    return samples
+
+
+def run_row(name: str, tensor: str, fn, rounds: int, cpu_time: bool = False) -> dict:
     import torchsmith
 
     x = make_tensor(tensor)
@@ -169,7 +188,7 @@ def run_row(name: str, tensor: str, fn, rounds: int) -> dict:
     for f in fns.values():
         f()
     calls = calls_per_round(fns["eager"], lambda: None)
-    times = interleaved_times(fns, rounds, calls)
+    times = (cpu_times if cpu_time else interleaved_times)(fns, rounds, calls)
     for system, samples in times.items():
         row[f"{system} ms"] = median(samples) * 1e3
     moved = x.numel() * x.element_size() + sum(o.numel() * o.element_size() for o in _outputs(expected))
@@ -185,7 +204,9 @@ def _cell(row: dict, system: str, copy: float) -> tuple[str, str]:
     return f"{ms:.3f}", f"{gbs:.1f} ({gbs / copy:.0%})"
 
 
-def markdown(rows_done: list[dict], info: dict, copy: float, rounds: int, seconds: float) -> str:
+def markdown(
+    rows_done: list[dict], info: dict, copy: float, rounds: int, seconds: float, cpu_time: bool = False
+) -> str:
     def ratio(r):
         tc, ts = r.get("torch.compile ms"), r.get("torchsmith ms")
         return tc / ts if tc and ts else 0.0
@@ -193,13 +214,15 @@ def markdown(rows_done: list[dict], info: dict, copy: float, rounds: int, second
     lines = [
         "# Reduction sweep: eager vs torch.compile vs torchsmith (cpu, float32)",
         "",
-        f"Command: `python benchmarks/bench_reductions.py` (whole run {seconds:.0f} s).",
+        f"Command: `python benchmarks/bench_reductions.py{' --cpu-time' if cpu_time else ''}` "
+        f"(whole run {seconds:.0f} s).",
         "",
         f"Machine: {info['cpu']}, {info['cpu_count']} CPUs ({info['torch_threads']} torch threads, "
         f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}), {info['platform']}; Python "
         f"{info['python']}, torch {info['torch']}; {info['date']}.",
         "",
-        f"Per-call time: median of {rounds} rounds, the systems taking turns in each round. GB/s: input "
+        f"Per-call time ({'CPU time of the one thread' if cpu_time else 'wall clock'}): median of "
+        f"{rounds} rounds, the systems taking turns in each round. GB/s: input "
         "read once + output written once per call, and its share of the copy bandwidth measured in this "
         f"run ({copy:.1f} GB/s, `dst.copy_(src)` 2048x2048, read + write). `vs tc`: torch.compile's time "
         "over torchsmith's (above 1: torchsmith faster). Rows sorted by that ratio, losses first. "
@@ -237,25 +260,29 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--no-write", action="store_true", help="print the table, write no file")
+    parser.add_argument("--cpu-time", action="store_true", help="one thread, timed in its CPU time")
     args = parser.parse_args()
+    if args.cpu_time:
+        args.threads = 1
     torch.set_num_threads(args.threads)
     info = machine()
     start = time.perf_counter()
-    copy = copy_bandwidth(args.rounds)
+    copy = copy_bandwidth(args.rounds, args.cpu_time)
     done: list[dict] = []
-    out_md, out_json = RESULTS / "reductions_cpu.md", RESULTS / "reductions_cpu.json"
+    stem = "reductions_cpu_1t" if args.cpu_time else "reductions_cpu"
+    out_md, out_json = RESULTS / f"{stem}.md", RESULTS / f"{stem}.json"
     for name, tensor, fn in rows(args.only):
         with torch.no_grad():
-            row = run_row(name, tensor, fn, args.rounds)
+            row = run_row(name, tensor, fn, args.rounds, args.cpu_time)
         done.append(row)
         tc, ts = row.get("torch.compile ms"), row.get("torchsmith ms")
         status = f"{row.get('torch.compile status')} / {row.get('torchsmith status')}"
         print(f"{name}: eager {row.get('eager ms', 0):.3f} tc {tc or 0:.3f} ts {ts or 0:.3f} ms ({status})")
         if not args.no_write:  # rewritten after every row: a run cut short still leaves its table
-            table = markdown(done, info, copy, args.rounds, time.perf_counter() - start)
+            table = markdown(done, info, copy, args.rounds, time.perf_counter() - start, args.cpu_time)
             out_md.write_text(table)
             out_json.write_text(json.dumps({"machine": info, "copy_gbs": copy, "rows": done}, indent=1))
-    print(markdown(done, info, copy, args.rounds, time.perf_counter() - start))
+    print(markdown(done, info, copy, args.rounds, time.perf_counter() - start, args.cpu_time))
     return 0
 
 
