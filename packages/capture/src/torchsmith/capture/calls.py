@@ -369,9 +369,7 @@ class CallOps(BuiltinOps, PythonStateOps):
         if type(module).__call__ is not torch.nn.Module.__call__:  # a module defining its own __call__
             return self.call(MethodVar(ConstVar(type(module).__call__), fn), args, kwargs)
         if fn.source:  # adding or removing a hook, or patching forward, must recompile
-            self.guards.add(f"len({fn.source}._forward_pre_hooks) == {len(module._forward_pre_hooks)}")
-            self.guards.add(f"len({fn.source}._forward_hooks) == {len(module._forward_hooks)}")
-            self.guards.add(f"('forward' in {fn.source}.__dict__) is {'forward' in module.__dict__}")
+            self.guards.module_hooks(fn.source, module)
         if "forward" in module.__dict__:  # forward replaced on the instance
             source = f"{fn.source}.__dict__['forward']" if fn.source else None
             forward_var = self.wrap(module.__dict__["forward"], source)

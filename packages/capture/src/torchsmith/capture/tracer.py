@@ -317,7 +317,7 @@ class Tracer(
             return ConstVar(frozenset(value) if type(value) is frozenset else set(value), source)
         if isinstance(value, torch.nn.Module):
             g.identity(source, value)
-            g.add(f"{source}.training is {value.training!r}")
+            g.module_training(source, value)
             return self._shared(ConstVar(value, source), value)
         if isinstance(value, types.FunctionType) and not _trusted(value) and _simple_defaults(value):
             # a function is guarded by its code, not its identity, so a closure or lambda made
