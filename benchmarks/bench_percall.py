@@ -18,7 +18,7 @@ torchsmith's call is then split by timing its pieces alone on the same inputs:
 - graph: `CompiledGraph.__call__` of the inductor, split into its kernel steps (C++ kernels through
   ctypes, with their output allocations), its extern steps (library calls: matmul, bmm, ...) and the
   wrapper's own Python (the graph minus its steps);
-- extern op: the torch functions of the extern steps called directly on the same arguments, so
+- extern op: the torch functions of the extern steps, timed inside the steps, so
   extern steps minus extern op is the Python each library call costs.
 Step times come from a run with a timer around each step, which adds well under a microsecond each.
 Not run in CI.
@@ -82,10 +82,10 @@ def same(a, b) -> None:
 
 class Recorder:
     """One call of a torchsmith-compiled model with its pieces recorded: the (guard, L, G) of each
-    code entered, the inductor graphs with their inputs, and the extern calls with their arguments."""
+    code entered and the inductor graphs with their inputs."""
 
     def __init__(self):
-        self.entered, self.graphs, self.externs = [], [], []
+        self.entered, self.graphs = [], []
 
     def record(self, fn, kwargs) -> None:
         run_code, graph_call = CaptureSession.run_code, wrapper.CompiledGraph.__call__
@@ -95,7 +95,9 @@ class Recorder:
             cache = session.caches.get(code)
             for entry in cache.entries if cache else ():
                 if entry.guard(L, globals_):
-                    rec.entered.append((entry.guard, L, globals_))
+                    # the run may rewrite the keyword dict in place (as the function did): keep a copy
+                    snapshot = {k: dict(v) if type(v) is dict else v for k, v in L.items()}
+                    rec.entered.append((entry.guard, snapshot, globals_))
                     break
             return run_code(session, code, globals_, closure, L, native)
 
@@ -106,33 +108,10 @@ class Recorder:
         CaptureSession.run_code = recording_run_code
         wrapper.CompiledGraph.__call__ = recording_graph_call
         try:
-            with _TorchCalls() as torch_calls:
-                fn(**kwargs)
+            fn(**kwargs)
         finally:
             CaptureSession.run_code = run_code
             wrapper.CompiledGraph.__call__ = graph_call
-        # the torch functions the graphs' extern calls resolve to, called from the wrapper
-        kernels = {
-            b.kernel
-            for cg, _ in self.graphs
-            for b in cg.program.buffers
-            if isinstance(b, ExternCall) and b.kernel != externs.OUTPUT_KERNEL
-        }
-        library = {externs.kernel_function(k): k for k in kernels}
-        self.externs = [(library[f], f, a, k) for f, a, k in torch_calls.calls if f in library]
-
-
-class _TorchCalls(torch.overrides.TorchFunctionMode):
-    """Records every torch function called while it is active (func, args, kwargs without `out=`)."""
-
-    def __init__(self):
-        super().__init__()
-        self.calls = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        self.calls.append((func, args, {k: v for k, v in kwargs.items() if k != "out"}))
-        return func(*args, **kwargs)
 
 
 def _per_call_us(fn, calls: int, rounds: int) -> float:
@@ -145,10 +124,13 @@ def _per_call_us(fn, calls: int, rounds: int) -> float:
     return statistics.median(times) * 1e6
 
 
-def step_times_us(cg, inputs, calls: int, rounds: int) -> tuple[float, float, float]:
-    """(whole graph, kernel steps, extern steps) of one graph call, microseconds, from one run that
-    times each step and the whole call, so the three are consistent on a machine whose load varies."""
-    sums = {"kernel": 0.0, "extern": 0.0, "graph": 0.0}
+def step_times_us(cg, inputs, calls: int, rounds: int) -> dict[str, float]:
+    """Microseconds per graph call of the whole graph, its kernel steps, its extern steps and the
+    torch functions those call, from one run that times each step and the whole call (so the parts
+    are consistent on a machine whose load varies). The extern steps' functions are timed inside
+    the steps: each planned step's resolved function (`fn` in its closure) is swapped for a timed
+    one; a step without one (an output pick) counts as Python."""
+    sums = {"kernel": 0.0, "extern": 0.0, "op": 0.0, "graph": 0.0}
     original = cg._run
     clock = time.perf_counter
 
@@ -160,6 +142,23 @@ def step_times_us(cg, inputs, calls: int, rounds: int) -> tuple[float, float, fl
 
         return step
 
+    def timed_op(fn):
+        def op(*a, **k):
+            start = clock()
+            try:
+                return fn(*a, **k)
+            finally:
+                sums["op"] += clock() - start
+
+        return op
+
+    swapped = []
+    for run, step in zip(original, cg.steps, strict=True):
+        names = run.__code__.co_freevars
+        if isinstance(step[0], ExternCall) and "fn" in names:
+            cell = run.__closure__[names.index("fn")]
+            swapped.append((cell, cell.cell_contents))
+            cell.cell_contents = timed_op(cell.cell_contents)
     cg._run = [
         timed(run, "extern" if isinstance(step[0], ExternCall) else "kernel")
         for run, step in zip(original, cg.steps, strict=True)
@@ -167,7 +166,7 @@ def step_times_us(cg, inputs, calls: int, rounds: int) -> tuple[float, float, fl
     try:
         samples = {kind: [] for kind in sums}
         for _ in range(rounds):
-            sums["kernel"] = sums["extern"] = 0.0
+            sums["kernel"] = sums["extern"] = sums["op"] = 0.0
             start = clock()
             for _ in range(calls):
                 cg(*inputs)
@@ -176,41 +175,46 @@ def step_times_us(cg, inputs, calls: int, rounds: int) -> tuple[float, float, fl
                 samples[kind].append(sums[kind] / calls)
     finally:
         cg._run = original
-    return tuple(statistics.median(samples[kind]) * 1e6 for kind in ("graph", "kernel", "extern"))
+        for cell, fn in swapped:
+            cell.cell_contents = fn
+    return {kind: statistics.median(v) * 1e6 for kind, v in samples.items()}
 
 
-def extern_op_us(externs_called, calls: int, rounds: int) -> tuple[float, dict]:
-    """Time of the torch functions behind the extern calls, called directly; and per kernel name."""
-    total, per_kernel = 0.0, {}
-    for kernel, fn, args, kwargs in externs_called:
-        us = _per_call_us(lambda f=fn, a=args, k=kwargs: f(*a, **k), calls, rounds)
-        total += us
-        per_kernel.setdefault(kernel, []).append(us)
-    return total, {k: (len(v), statistics.median(v)) for k, v in per_kernel.items()}
+def extern_calls(cg) -> dict[str, int]:
+    """How many extern calls of each kernel the graph makes."""
+    counts: dict[str, int] = {}
+    for b in cg.program.buffers:
+        if isinstance(b, ExternCall) and b.kernel != externs.OUTPUT_KERNEL:
+            counts[b.kernel] = counts.get(b.kernel, 0) + 1
+    return counts
 
 
 def breakdown(compiled, kwargs, calls: int, rounds: int) -> dict:
     """torchsmith's per-call time split into its pieces (see the module docstring), microseconds."""
     rec = Recorder()
     rec.record(compiled, kwargs)
+    if not all(g(L, G) for g, L, G in rec.entered):
+        raise RuntimeError("a recorded guard does not hold on its recorded arguments: its time means nothing")
     guard = sum(_per_call_us(lambda g=g, L=L, G=G: g(L, G), calls, rounds) for g, L, G in rec.entered)
-    graph = kernel_steps = extern_steps = 0.0
+    parts = {"graph": 0.0, "kernel": 0.0, "extern": 0.0, "op": 0.0}
+    by_kernel: dict[str, int] = {}
     for cg, x in rec.graphs:
-        g, k, e = step_times_us(cg, x, calls, rounds)
-        graph, kernel_steps, extern_steps = graph + g, kernel_steps + k, extern_steps + e
-    op, per_kernel = extern_op_us(rec.externs, calls, rounds)
+        for kind, us in step_times_us(cg, x, calls, rounds).items():
+            parts[kind] += us
+        for kernel, n in extern_calls(cg).items():
+            by_kernel[kernel] = by_kernel.get(kernel, 0) + n
     return {
         "guard_us": guard,
-        "graph_us": graph,
-        "kernel_steps_us": kernel_steps,
-        "extern_steps_us": extern_steps,
-        "extern_op_us": op,
-        "graph_python_us": graph - kernel_steps - extern_steps,
-        "extern_python_us": extern_steps - op,
+        "graph_us": parts["graph"],
+        "kernel_steps_us": parts["kernel"],
+        "extern_steps_us": parts["extern"],
+        "extern_op_us": parts["op"],
+        "graph_python_us": parts["graph"] - parts["kernel"] - parts["extern"],
+        "extern_python_us": parts["extern"] - parts["op"],
         "guard_functions": len(rec.entered),
         "graphs": len(rec.graphs),
-        "extern_calls": len(rec.externs),
-        "extern_calls_by_kernel": per_kernel,
+        "extern_calls": sum(by_kernel.values()),
+        "extern_calls_by_kernel": by_kernel,
         "guard_exprs": sum(
             len(e.guard_set.exprs)
             for cache in compiled._session.caches.values()

@@ -10,7 +10,7 @@ from torchsmith.backend_registry import resolve_backend
 from torchsmith.capture import CaptureSession, capture, reset_all
 from torchsmith.distributed import BucketSplitBackend, CompiledDDP, is_ddp
 from torchsmith.errors import InvalidOptionError
-from torchsmith.fallback import GuardedBackend, accepts_options
+from torchsmith.fallback import GuardedBackend, RerunnableCall, accepts_options
 from torchsmith.options import non_default_backend_keys, resolve_options
 
 
@@ -71,7 +71,7 @@ def compile(
         inner = capture(model.module, splitting, fullgraph=fullgraph, dynamic=dynamic)
         result = CompiledDDP(model, inner, inner._session)
     else:
-        result = capture(model, splitting, fullgraph=fullgraph, dynamic=dynamic)
+        result = capture(model, _behind_guards(splitting), fullgraph=fullgraph, dynamic=dynamic)
     if resolved["check"]:  # options={"check": True} or TORCHSMITH_CHECK=1: see torchsmith.accuracy
         from torchsmith.accuracy.function_check import with_capture_check
 
@@ -80,6 +80,22 @@ def compile(
     from torchsmith.report import attach_from_environment
 
     return attach_from_environment(result, fn=model, backend=backend)
+
+
+def _behind_guards(backend):
+    """`backend` for capture, which calls each compiled graph only after its guards checked the
+    inputs: a whole graph compiled by the AOT runtime may then skip its own signature lookup
+    (`AotFunction.assume_example_signature`; it does so only for a program of static sizes)."""
+    from torchsmith.autograd_aot.runtime import AotFunction
+
+    def compile_graph(graph, example_inputs):
+        compiled = backend(graph, example_inputs)
+        inner = compiled.compiled if isinstance(compiled, RerunnableCall) else compiled
+        if isinstance(inner, AotFunction):
+            inner.assume_example_signature()
+        return compiled
+
+    return compile_graph
 
 
 def _display_name(model) -> str:

@@ -158,7 +158,7 @@ class GuardedBackend:
             compiled = check_graph(graph, example_inputs, compiled, self.name, self.backend, self.options,
                                    self.function_name)
         if self.name in RERUNNABLE or _is_aot_program(compiled):
-            return _RerunnableCall(self, graph, compiled)
+            return RerunnableCall(self, graph, compiled)
         return compiled
 
     def fall_back(self, graph, error: StageError, exc: BaseException, example_inputs=None):
@@ -204,7 +204,7 @@ def _probe_aot_eager(graph, example_inputs, stage: str) -> str:
     return f"backend='aot_eager' compiles it (checked): only the {stage} stage fails."
 
 
-class _RerunnableCall:
+class RerunnableCall:
     """A built-in AOT backend's compiled callable that falls back to eager on a stage failure."""
 
     def __init__(self, owner: GuardedBackend, graph, compiled):

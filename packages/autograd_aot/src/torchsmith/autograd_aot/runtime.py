@@ -411,6 +411,28 @@ class AotFunction:
         )
         self.warned_eager = False
         self._eager_fn: Callable | None = None
+        self._checked: CompiledProgram | None = None  # set by assume_example_signature
+
+    def assume_example_signature(self) -> None:
+        """The caller promises that every later call passes inputs of the signature of the example
+        inputs (grad mode, each tensor's sizes, strides, dtype, device and requires_grad): capture's
+        guards check exactly that before each call of a graph without size symbols (a graph with
+        them is left alone). Calls then run
+        the one compiled program without computing and looking up their signature (a dict key of
+        every input's layout, a measurable share of a small model's call). Without one compiled
+        program of static sizes this does nothing. An inference program's compiled forward with an
+        `assume_example_inputs()` method is told the same."""
+        programs = list(self.programs.values())
+        # a graph with size symbols is guarded on its symbols' constraints only, and its programs
+        # may still be specialized per size: each call looks its program up
+        sized = any(v.type.free_symbols for v in self.graph.inputs)
+        if len(programs) == 1 and not self.symbolic and not sized:
+            self._checked = programs[0]
+            # an inference program's forward gets the checked inputs themselves (in the traced
+            # layout), so a compiled forward that checks its inputs may rely on the same promise
+            promise = getattr(programs[0].forward_fn, "assume_example_inputs", None)
+            if promise is not None and not programs[0].is_training:
+                promise()
 
     def program_for(self, args) -> CompiledProgram:
         """The compiled program for these inputs, compiling it on first sight of their signature."""
@@ -432,7 +454,7 @@ class AotFunction:
         return program
 
     def __call__(self, *args) -> list:
-        program = self.program_for(args)
+        program = self._checked or self.program_for(args)
         problem = aliasing_problem(program, args)
         if problem is not None:
             return self.run_eagerly(args, problem)

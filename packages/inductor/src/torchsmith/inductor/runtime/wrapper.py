@@ -97,6 +97,14 @@ class CompiledGraph:
         self._check = index_check(library, program)
         self._zero_check = zero_division_check(library, program)
         self._threads = _openmp_threads(threads) if threads is not None and self._run else None
+        self._inputs_checked = False  # set by assume_example_inputs
+
+    def assume_example_inputs(self) -> None:
+        """The caller promises that every later call passes tensors of the graph's input types
+        (dtype, sizes, strides), having checked them itself (torchsmith.compile's guards do, before
+        the AOT runtime calls its inference program): calls of a graph without size symbols then
+        skip the per-input checks. With symbols the checks bind the sizes and always run."""
+        self._inputs_checked = self._static
 
     # ---- compile-time preparation of the steps ----------------------------------------------------
 
@@ -195,7 +203,7 @@ class CompiledGraph:
         )
 
     def __call__(self, *inputs) -> list[torch.Tensor]:
-        bindings = self._bind(inputs)
+        bindings = {} if self._inputs_checked else self._bind(inputs)
         symbol_values = [bindings[s] for s in self.program.symbols]
         values: list = [None] * self._slots
         for slot, position in self._input_slots:
