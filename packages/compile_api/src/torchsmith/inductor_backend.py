@@ -83,7 +83,7 @@ def inductor_backend(graph: Graph, example_inputs, options: dict | None = None) 
     """
     prepare_device(check_supported(graph))
     # With the default fallback a backward the inductor refuses runs as eager ops (one warning), so
-    # checking it up front would only cost a second lowering (~6% of GPT-2's cold compile); with
+    # checking it up front would only cost a second lowering of the backward; with
     # fallback="raise" the user wants the error now, not inside `.backward()`.
     raising = (options or {}).get("fallback", "eager") != "eager"
     return aot_compile(

@@ -248,7 +248,7 @@ def to_prims_keep(graph: Graph) -> Graph:
     from torchsmith.inductor.runtime import compile_cache
     from torchsmith.ir import loads
 
-    # A process that decomposed this graph before reads the prims graph back (GPT-2: ~0.1 s saved).
+    # A process that decomposed this graph before reads the prims graph back instead of decomposing.
     key = compile_cache.key_of("prims-graph", compile_cache.graph_text(graph))
     text = compile_cache.lookup(key)
     if text is not None:

@@ -32,9 +32,8 @@ from torchsmith.inductor.runtime.cache_files import TEMPORARY_PREFIX, cache_subd
 log = logging.getLogger("torchsmith.inductor.cache")
 
 # -O2, not -O3: every hot loop we emit carries `#pragma omp simd`, which GCC vectorizes at -O2 too;
-# -O3 only adds vectorized epilogues and versioned copies. Measured on a 1-layer GPT-2 graph's
-# translation unit (16 kernels, g++ 12): 0.38 s of compiler CPU at -O2 vs 0.49 s at -O3, while the
-# softmax and GELU kernels ran within 3% of their -O3 speed.
+# -O3 only adds vectorized epilogues and versioned copies, which cost compile time (a cold first
+# call's largest part) for kernels that run no faster.
 # -fno-trapping-math: without AVX-512's masked ops GCC will not if-convert a float compare (it may
 # raise an FP exception nobody reads), so the branchless selects of exp and friends left whole
 # loops scalar on AVX2 machines. Values are unchanged: only exception flags could differ.
@@ -211,7 +210,7 @@ def _load_checked(path: Path, manifest: dict | None) -> ctypes.CDLL | None:
 # a big unit can be compiled in parts, one compiler process per core, and linked into one library.
 KERNEL_MARK = "// @torchsmith-kernel"
 # Split a unit in parts only from this many kernels up: each part parses the prelude again and the
-# link step costs a process, ~0.05 s together.
+# link step costs a process, more than the parts save on a small unit.
 SPLIT_FROM_KERNELS = 8
 
 

@@ -129,7 +129,7 @@ class BodyWriter:
     def _by_reciprocal(self, expr: Expr) -> bool:
         """Whether `expr` divides loop-varying values by a loop invariant that is not a constant (a
         softmax row's sum): multiplied by the reciprocal, computed once before the loop. A vector
-        division costs several times a multiplication (softmax's 1024-wide rows: 10% of the kernel);
+        division costs several times a multiplication (a visible share of a softmax kernel);
         eager's softmax multiplies by the reciprocal too. Constants stay divisions (GCC already
         multiplies where that is exact: by powers of two)."""
         return (

@@ -63,7 +63,7 @@ def code_version() -> str:
     """A hash of every source file of the compiler stages whose output is cached, and torch's version."""
     digest = hashlib.sha256(torch.__version__.encode())
     for package in _PACKAGES:
-        # find_spec, not import: importing torchsmith.prims would load every decomposition (~0.1 s)
+        # find_spec, not import: importing torchsmith.prims would load every decomposition
         root = Path(importlib.util.find_spec(package).origin).parent
         for path in sorted(root.rglob("*.py")):
             digest.update(str(path.relative_to(root)).encode())
