@@ -84,7 +84,8 @@ def test_every_elementwise_prim_is_spelled_by_every_code_generator():
 def test_every_spelled_op_is_a_prim_and_every_prim_is_spelled():
     prims = {name: 1 for name in UNARY} | {name: 2 for name in BINARY} | {"where": 3, "convert": 1}
     spelled = {name: arity for name, (arity, _) in spelled_ops().items()}
-    assert {n: a for n, a in prims.items() if spelled.get(n) != a} == {}
+    unspelled = {n: a for n, a in prims.items() if spelled.get(n) != a}
+    assert not unspelled, f"prims (name: operands) without an entry in an op family: {unspelled}"
     assert set(spelled) - set(prims) == set(), "op family entries that are no prim"
 
 
