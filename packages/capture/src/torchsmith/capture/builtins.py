@@ -440,8 +440,7 @@ _MEMBER_DICTS = {"get_parameter": "_parameters", "get_buffer": "_buffers"}
 def _member_source(src: str, getter: str, member_name: str) -> str:
     """Where a guard reads a module's member: through the modules' own dicts
     (`._modules['a']._parameters['w']` for 'a.w'), which guards share among members and read
-    without `get_parameter`'s string walk (a TransformerEncoderLayer's 60 member reads took
-    0.4 ms a call that way)."""
+    without `get_parameter`'s string walk, which costs every call of a module with many members."""
     *modules, last = member_name.split(".") if member_name else [""]
     path = src
     for m in modules:
