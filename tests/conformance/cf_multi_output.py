@@ -104,11 +104,11 @@ def nested_tuples_of_results():
     return fn, [(torch.randn(6, 4),)]
 
 
-@program(T, graphs=2, breaks=3)
+@program(T, graphs=2, breaks=1)
 def histograms_and_unique_counts():
-    # histogram: (hist, bin_edges); histogramdd: (hist, [edges per dim]), a nested result. They and
-    # unique have no meta kernels (data-dependent sizes): each runs eagerly at a break, and the code
-    # using their parts is captured again
+    # histogram: (hist, bin_edges); histogramdd: (hist, [edges per dim]), a nested result, their sizes
+    # set by the bin counts. unique's size depends on the data: it runs eagerly at a break, and the code
+    # using its parts is captured again
     def fn(v, x, i):
         h = torch.histogram(v, 5)
         hd = torch.histogramdd(x[:, :2], bins=[3, 3])
