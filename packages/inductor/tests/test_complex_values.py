@@ -152,3 +152,22 @@ def test_gradients_through_an_fft_match_eager():
     torch.testing.assert_close(loss, expected)
     torch.testing.assert_close(x.grad, x2.grad)
     torch.testing.assert_close(w.grad, w2.grad)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_complex_values_on_the_gpu_are_extern_calls_around_triton_kernels():
+    torchsmith = _torchsmith()
+
+    def fn(z, x):
+        spectrum = torch.fft.rfft(x.sin())
+        return (spectrum.abs() * 2 + 1, torch.view_as_real(z.conj() * x[:, :3]) - 1)
+
+    z = torch.randn(4, 3, dtype=C64, device="cuda")
+    x = torch.randn(4, 8, device="cuda", requires_grad=True)
+    x_eager = x.detach().clone().requires_grad_()
+    got = torchsmith.compile(fn, fullgraph=True, options={"fallback": "raise"})(z, x)
+    expected = fn(z, x_eager)
+    torch.testing.assert_close(got, expected)
+    sum(t.sum() for t in got).backward()
+    sum(t.sum() for t in expected).backward()
+    torch.testing.assert_close(x.grad, x_eager.grad)
