@@ -136,14 +136,11 @@ def test_call_binding_fills_defaults_and_keywords_as_inspect_does():
             bind(forward, args, kwargs)
 
 
-def test_module_flags_and_hooks_are_checked_in_bulk_and_still_recompile(compile_with, backend):
+def test_module_flags_hooks_and_patched_forwards_recompile(compile_with, backend):
     model = _mlp()
     compiled = compile_with(model)
     x = torch.randn(3, 4)
     compiled(x)
-    (cache,) = compiled._session.caches.values()
-    source = cache.entries[0].guard_set.source_text()
-    assert "tuple(map(___training, " in source and "._forward_hooks" not in source
     steps = [
         lambda: model[0][1].eval(),  # a flag of a nested module
         lambda: model[0][0].register_forward_hook(lambda m, i, o: o * 2),  # a hook added

@@ -13,7 +13,6 @@ so a call pays for one Python function and no interpretation. A failed check is 
 recompile log) by evaluating the expressions one by one, which only happens on a miss.
 """
 
-import operator
 import re
 import types
 
@@ -86,16 +85,6 @@ GLOBAL_STATE = {
 }
 
 
-# C-level readers of a module's state, mapped over all identity-guarded modules at once
-MODULE_STATE_READERS = {
-    "___training": operator.attrgetter("training"),
-    "___pre_hooks": operator.attrgetter("_forward_pre_hooks"),
-    "___hooks": operator.attrgetter("_forward_hooks"),
-    "___instance_dict": operator.attrgetter("__dict__"),
-    "___has_forward": operator.methodcaller("__contains__", "forward"),
-}
-
-
 class Namespace:
     """Objects that generated code refers to by name (`K0`, `K1`, ...)."""
 
@@ -104,7 +93,6 @@ class Namespace:
             **GLOBAL_STATE,
             "___tensor_spec": tensor_spec,
             "___module_lacks": module_lacks,
-            **MODULE_STATE_READERS,
         }
         self._ids: dict[int, str] = {}
 
@@ -143,10 +131,6 @@ class GuardSet:
         # Sources guarded by identity whose object cannot change (code objects): guards on what
         # lies beneath them (`.co_varnames[3] == 'x'`, read by inspect.signature) always hold.
         self._frozen: list[str] = []
-        self._identity: dict[str, object] = {}  # source -> the object an identity guard binds it to
-        # id(module) -> [module, training, pre-hook count, hook count, forward in __dict__] of the
-        # identity-guarded modules whose state the compiled guard checks in bulk (module_state)
-        self._modules: dict[int, list] = {}
 
     def add(self, expr: str, fast: str | None = None) -> None:
         """Add one boolean expression (duplicates and guards implied by an identity guard on an
@@ -165,60 +149,19 @@ class GuardSet:
 
     def identity(self, source: str, obj) -> None:
         self.add(f"{source} is {self.ns.name_of(obj)}")
-        self._identity.setdefault(source, obj)
         if isinstance(obj, types.CodeType):
             self._frozen.append(source)
 
     def module_training(self, source: str, module) -> None:
         """`module.training` (read through `source`) must stay what it is now."""
-        expr = f"{source}.training is {module.training!r}"
-        if self._bulk(source, module, 1, module.training):
-            self.add(expr, fast="")
-        else:
-            self.add(expr)
+        self.add(f"{source}.training is {module.training!r}")
 
     def module_hooks(self, source: str, module) -> None:
         """The module's forward (pre-)hook counts and whether its instance replaces `forward` must
         stay what they are now (adding or removing a hook, or patching forward, recompiles)."""
-        pre, hooks = len(module._forward_pre_hooks), len(module._forward_hooks)
-        patched = "forward" in module.__dict__
-        exprs = [
-            f"len({source}._forward_pre_hooks) == {pre}",
-            f"len({source}._forward_hooks) == {hooks}",
-            f"('forward' in {source}.__dict__) is {patched}",
-        ]
-        bulk = self._bulk(source, module, 2, pre) and self._bulk(source, module, 3, hooks)
-        bulk = bulk and self._bulk(source, module, 4, patched)
-        for expr in exprs:
-            self.add(expr, fast="" if bulk else None)
-
-    def _bulk(self, source: str, module, field: int, value) -> bool:
-        """Record `value` as field `field` of `module`'s bulk-checked state, where `source` is
-        identity-guarded to `module` (so reading the module itself is reading `source`): the compiled
-        guard then maps one C-level reader over all such modules instead of one check per module
-        and path. False where that does not hold (the caller adds its own check)."""
-        if self._identity.get(source) is not module:
-            return False
-        state = self._modules.setdefault(id(module), [module, None, None, None, None])
-        if state[field] is not None and state[field] != value:
-            return False  # two different expectations: keep both checks (the guard never holds)
-        state[field] = value
-        return True
-
-    def _bulk_exprs(self) -> list[str]:
-        """The bulk checks of the identity-guarded modules' state (see `_bulk`): each reads the
-        modules themselves, constants of the guard, so they hold exactly when the per-module checks
-        they stand for do."""
-        exprs = []
-        for field, reader in ((1, "map(___training, {m})"), (2, "map(len, map(___pre_hooks, {m}))"),
-                              (3, "map(len, map(___hooks, {m}))"),
-                              (4, "map(___has_forward, map(___instance_dict, {m}))")):
-            states = [s for s in self._modules.values() if s[field] is not None]
-            if states:
-                modules = self.ns.name_of(tuple(s[0] for s in states))
-                expected = self.ns.name_of(tuple(s[field] for s in states))
-                exprs.append(f"tuple({reader.format(m=modules)}) == {expected}")
-        return exprs
+        self.add(f"len({source}._forward_pre_hooks) == {len(module._forward_pre_hooks)}")
+        self.add(f"len({source}._forward_hooks) == {len(module._forward_hooks)}")
+        self.add(f"('forward' in {source}.__dict__) is {'forward' in module.__dict__}")
 
     def _implied(self, expr: str) -> bool:
         """Whether `expr` reads nothing but what lies below an identity-guarded immutable object."""
@@ -300,7 +243,6 @@ class GuardSet:
     def source_text(self, share_paths: bool = True) -> str:
         """The guard function's source; with `share_paths`, each submodule path is looked up once."""
         exprs = [self._fast.get(e, e) for e in self.exprs]
-        exprs = [e for e in exprs if e] + self._bulk_exprs()  # "": checked in bulk
         if share_paths:
             exprs = bind_shared_paths(_reuse_tensor_locals(exprs, self._tensor_locals))
         body = " and\n                ".join(exprs) or "True"
