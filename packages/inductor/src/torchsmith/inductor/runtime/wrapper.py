@@ -64,6 +64,9 @@ class CompiledGraph:
             for b in step:
                 slot_of[b.name] = len(slot_of)
         self._slots, self._input_slots = len(slot_of), [(slot_of[b.name], b.position) for b in program.inputs]
+        # every graph input a buffer in its own position: the call's inputs are the first slots as given
+        self._inputs_in_order = self._input_slots == [(k, k) for k in range(program.num_graph_inputs)]
+        self._no_values = (None,) * (self._slots - program.num_graph_inputs)
         kernel_of = {group[0].name: kernel for kernel, group in kernels}
         donors = self.memory_plan.donor_of()
         layouts = {b.name: b.layout for b in program.inputs}
@@ -163,7 +166,8 @@ class CompiledGraph:
         whole = tuple(view.shape) == tuple(source.shape) and tuple(view.strides) == tuple(source.strides)
         if whole and view.offset == 0:
             return slot, None
-        return slot, (self._dims(view.shape), self._dims(view.strides), view.offset)
+        offset = int(evaluate(view.offset, {})) if self._static else view.offset
+        return slot, (self._dims(view.shape), self._dims(view.strides), offset)
 
     # ---- per call -------------------------------------------------------------------------------
 
@@ -205,9 +209,12 @@ class CompiledGraph:
     def __call__(self, *inputs) -> list[torch.Tensor]:
         bindings = {} if self._inputs_checked else self._bind(inputs)
         symbol_values = [bindings[s] for s in self.program.symbols]
-        values: list = [None] * self._slots
-        for slot, position in self._input_slots:
-            values[slot] = inputs[position]
+        if self._inputs_in_order:
+            values = [*inputs, *self._no_values]
+        else:
+            values = [None] * self._slots
+            for slot, position in self._input_slots:
+                values[slot] = inputs[position]
         scratch: dict = {}
         if self._threads is not None:
             set_threads, get_threads, wanted = self._threads
@@ -237,8 +244,8 @@ class CompiledGraph:
             if not self._static:
                 shape = [evaluate(d, bindings) for d in shape]
                 strides = [evaluate(d, bindings) for d in strides]
-            offset = base.storage_offset() + evaluate(offset, bindings)
-            outputs.append(base.as_strided(shape, strides, offset))
+                offset = evaluate(offset, bindings)
+            outputs.append(base.as_strided(shape, strides, base.storage_offset() + offset))
         return outputs
 
 
