@@ -154,6 +154,21 @@ def test_gradients_through_an_fft_match_eager():
     torch.testing.assert_close(w.grad, w2.grad)
 
 
+def test_complex_values_with_symbolic_sizes():
+    torchsmith = _torchsmith()
+
+    def fn(x):
+        roundtrip = torch.fft.irfft(torch.fft.rfft(x.sin()) * 2, n=x.shape[-1])
+        return roundtrip + torch.view_as_real(torch.fft.fft(x)).sum(-1), torch.fft.fft(x * 2).t()
+
+    compiled = torchsmith.compile(fn, fullgraph=True, options={"fallback": "raise"})
+    for n in (8, 12, 16):  # the second length makes the graph symbolic in it
+        x = torch.randn(3, n)
+        got, expected = compiled(x), fn(x)
+        torch.testing.assert_close(got, expected)
+        assert [t.stride() for t in got] == [t.stride() for t in expected]
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_complex_values_on_the_gpu_are_extern_calls_around_triton_kernels():
     torchsmith = _torchsmith()

@@ -142,6 +142,10 @@ class LoweringContext:
         """`ref` as a strided view, copying it into a new buffer when its index is not strided (or
         has negative strides, as a flip's: torch's strided views cannot step backwards)."""
         view = as_tensor_view(ref)
+        if view is not None and ref.dtype not in LOOP_DTYPES:
+            # such values come only from graph inputs and extern calls, laid out by their types,
+            # whose strides are never negative (a symbolic one merely cannot be proved so)
+            return view
         if view is None or any(_maybe_negative(s) for s in view.strides):
             view = as_tensor_view(self.copy(ref, f"{name}_copy"))
         return view
@@ -152,7 +156,7 @@ class LoweringContext:
         if ref.dtype in LOOP_DTYPES:
             return self.pointwise(name, ref.shape, ref.dtype, ref.load, strides=strides)
         view = as_tensor_view(ref)
-        if view is None or any(_maybe_negative(s) for s in view.strides):
+        if view is None:
             raise LoweringError(
                 f"{self.origin}: a {ref.dtype} value is read through an index no strided view "
                 f"expresses, and {ref.dtype} copies run only as torch's copy; keep the view's op whole"
@@ -326,7 +330,8 @@ def _output_view(ctx: LoweringContext, ref: ViewRef, value: Value) -> TensorView
     `ref` is not strided that way (once, straight into eager's layout)."""
     t = value.type
     view = as_tensor_view(ref)
-    if view is not None and not any(_maybe_negative(s) for s in view.strides):
+    # (strides of values outside LOOP_DTYPES are their types' own, never negative: see realize)
+    if view is not None and (t.dtype not in LOOP_DTYPES or not any(_maybe_negative(s) for s in view.strides)):
         differs = [
             k for k, d in enumerate(t.shape)
             if compare("==", d, 1) is not True
