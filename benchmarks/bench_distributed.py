@@ -7,7 +7,9 @@ Two processes (gloo, `torch.multiprocessing` spawn, one torch thread each) build
 of a model: DDP and FSDP2 (each block `fully_shard`ed, then the root), each eager, under
 `torch.compile` (DDPOptimizer for DDP; blocks sharded then the model compiled for FSDP) and under
 `torchsmith.compile` (inductor; for DDP also with `ddp.split_at_buckets` off). The first step of
-each is timed alone (compile + run); then the configurations take turns, `--steps` SGD steps each
+each is timed alone (compile + run), and a second one runs untimed (DDP rebuilds its buckets after the
+first backward, and torchsmith plans its cut again from them); then the configurations take turns,
+`--steps` SGD steps each
 per round, and a configuration's step time is the median over rounds of rank 0's time per step
 (ranks meet at a barrier before every round). DDP's buckets are capped at `--bucket-mb` so these
 small models span several buckets, as large ones do at DDP's default 25 MB.
@@ -134,6 +136,7 @@ def worker(rank: int, init_file: str, out: str, name: str, quick: bool, steps: i
             start = time.perf_counter()
             step(run, params, x, optimizer)
             first[kind] = time.perf_counter() - start
+            step(run, params, x, optimizer)
             configs[kind] = (run, params, x, optimizer)
         except Exception as e:  # a configuration that fails is a table cell, not the end of the run
             errors[kind] = short_error(e)
@@ -165,7 +168,8 @@ def table(results: dict, info: dict, args) -> str:
     lines = [
         "# Distributed training step: eager, torch.compile and torchsmith (gloo, 2 ranks, CPU)",
         "",
-        f"Machine: {info['cpu']}, {info['cpu_count']} CPUs shared by both ranks (1 torch thread each), "
+        f"Machine: {info['cpu']}, {info['cpus_used']} of its {info['cpu_count']} CPUs shared by both ranks "
+        "(1 torch thread each), "
         f"{info['platform']}; Python {info['python']}, torch {info['torch']}; {info['date']}.",
         f"Step = forward, backward (gradients all-reduced or reduce-scattered over gloo) and an SGD step; "
         f"median over {args.rounds} interleaved rounds of {args.steps} steps, rank 0's wall time; "
@@ -199,7 +203,7 @@ def main() -> None:
     args.rounds = args.rounds or (2 if args.quick else 7)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     results = {name: measure(name, args) for name in (args.only or ["mlp", "gpt2"])}
-    info = machine()
+    info = machine({"cpus_used": len(os.sched_getaffinity(0))})
     text = table(results, info, args)
     print(text)
     if not args.quick:
