@@ -182,3 +182,27 @@ def test_kept_dims_read_as_one_run_are_one_column_range():
     assert "jb < 221;" in compiled.source and "jb < 35;" in compiled.source, compiled.source
     x, y = torch.randn(9, 13, 17) + 3, torch.randn(3, 11, 7, 5)
     assert_matches_eager(compiled, graph, x, y, rtol=1e-5, atol=1e-5)
+
+
+def test_short_rows_in_lanes_with_nans_tails_and_welford():
+    # Rows of 300 (at most SHORT_ROW): reduction variables in 16 explicit lanes, folded in halves,
+    # then a tail of 12 elements one at a time.
+    def body(b, x):
+        var, mean = b.op("aten.var_mean.correction", x, [1], correction=1)
+        return (
+            var,
+            mean,
+            b.op("aten.sum.dim_IntList", x, [1]),
+            b.op("aten.amax.default", x, [1]),
+            b.op("aten.amin.default", x, [1]),
+        )
+
+    graph = make_graph("short_rows", {"x": ((6, 300), F32)}, body)
+    compiled = compile_graph(graph)
+    assert "_l[16];" in compiled.source
+    x = 1e3 + torch.randn(6, 300)
+    x[1, 5] = float("nan")  # in a lane
+    x[2, 295] = float("nan")  # in the tail
+    x[3, 290:] = 2e3  # the max in the tail
+    x[4, 17] = -5.0  # the min in a lane
+    assert_matches_eager(compiled, graph, x, rtol=1e-5, atol=1e-3)

@@ -16,7 +16,7 @@ import sympy
 from torchsmith.inductor.cpp import indirect as cpp_indirect
 from torchsmith.inductor.cpp import vector_math
 from torchsmith.inductor.cpp.build import KERNEL_MARK
-from torchsmith.inductor.cpp.column_reduction import emit_column_kernel, is_column_reduction
+from torchsmith.inductor.cpp.column_reduction import emit_column_kernel, is_column_reduction, merge_kept_dims
 from torchsmith.inductor.cpp.dtypes import cpp_type, storage_type, store_code
 from torchsmith.inductor.cpp.expr import BodyWriter, cpp_index
 from torchsmith.inductor.cpp.indirect import INDIRECT_PRELUDE, uses_indirect
@@ -92,6 +92,17 @@ def _outer_ranges(group: tuple[ComputedBuffer, ...]) -> tuple:
     return outer
 
 
+def _same_loops(group: tuple[ComputedBuffer, ...]) -> bool:
+    """Whether `group` holds a reduction and all its members loop over the same kept dims."""
+    first = group[0].body.ranges
+    return any(isinstance(b.body, Reduction) for b in group) and all(
+        isinstance(b.body, (Reduction, Pointwise))
+        and len(b.body.ranges) == len(first)
+        and all(sympy.expand(x - y) == 0 for x, y in zip(b.body.ranges, first))
+        for b in group
+    )
+
+
 def _threads_inside(group: tuple[ComputedBuffer, ...], outer) -> bool:
     """Whether the group's members are threaded one by one (reductions split among threads,
     pointwise members across their own loops) because its outer loops are too few to thread."""
@@ -146,6 +157,10 @@ def _emit_kernel(
     `welford_m2` buffer of the same value and ranges in one group are computed by one reduction.
     Members named in `local` (see `local_buffers`) live in arrays of the outer iteration, not memory.
     """
+    if _same_loops(group):
+        # One loop over kept dims that every read and store sees as one run (a channels-last
+        # reduction over C: 25088 rows, not 8 x 56 x 56 collapsed loops).
+        group = merge_kept_dims(group)
     outer = _outer_ranges(group)
     group, arrays = localize(group, local, len(outer))
     dtypes = {b.name: b.layout.dtype for b in program.buffers} | {

@@ -26,6 +26,8 @@ equal ranges and value computes them together), argmax and argmin (int64 index i
 ranges flattened row-major; first index on ties; the first nan wins, as torch does).
 """
 
+import re
+
 import sympy
 import torch
 
@@ -35,6 +37,9 @@ from torchsmith.inductor.errors import CodegenError
 from torchsmith.inductor.loop_ir.program import Reduction, reduction_vars
 
 CHUNK = 4096
+# Rows up to this long keep their reduction variables in LANES explicit lanes (`_lane_loop`).
+SHORT_ROW = 1024
+LANES = 16
 # argmax/argmin look for the best value's first position in blocks of this many elements.
 ARG_BLOCK = 64
 # Per-thread partial states live in fixed arrays of this many entries (threads beyond it are not used).
@@ -122,9 +127,13 @@ class ReductionEmitter:
         )
         return writer.value(self.body.value)
 
-    def _simd_loop(self, indent: str, lo: str, hi: str, clause: str, update) -> None:
+    def _simd_loop(self, indent: str, lo: str, hi: str, clause: str, update, lanes=None) -> None:
         """A vectorized loop of the innermost reduction var over [lo, hi); `update(value)` -> stmt.
-        What does not depend on the loop var is computed once, before the loop."""
+        What does not depend on the loop var is computed once, before the loop. `lanes` ({reduction
+        variable: C++ type}): in a short row, the variables are kept in `LANES` explicit lanes."""
+        if lanes and self._short:
+            self._lane_loop(indent, lo, hi, clause, update, lanes)
+            return
         v = self.rvars[-1]
         start = len(self.lines)
         self.lines.append(f"{indent}#pragma omp simd {clause}".rstrip())
@@ -134,6 +143,53 @@ class ReductionEmitter:
         self.lines.append(f"{indent}}}")
         self.lines[start:start] = hoisted
 
+    def _lane_loop(self, indent: str, lo: str, hi: str, clause: str, update, lanes: dict) -> None:
+        """The loop of `_simd_loop` over a short row: each reduction variable in `LANES` lanes (an
+        array that one vector holds), `LANES` elements per step, the lanes then combined by the
+        clause's operators and the tail added one element at a time. GCC's code for an OpenMP
+        reduction of a few vectors spends more around the loop than in it."""
+        v, lines, n = self.rvars[-1], self.lines, LANES
+        ops = {name.strip(): op for op, names in re.findall(r"reduction\(([^:]+):([^)]+)\)", clause)
+               for name in names.split(",")}  # fmt: skip
+        lb = f"{next(iter(lanes))}_j"  # named after the first variable: unique in the kernel
+        for name, t in lanes.items():
+            lines.append(f"{indent}{t} {name}_l[{n}];")
+            lines.append(f"{indent}for (int {lb} = 0; {lb} < {n}; ++{lb}) {name}_l[{lb}] = {name};")
+        lines.append(f"{indent}int64_t {lb}_r = {lo};")
+        lines.append(f"{indent}for (; {lb}_r + {n} <= {hi}; {lb}_r += {n}) {{")
+        i2, i3 = indent + "  ", indent + "    "
+        start = len(lines)
+        lines.append(f"{i2}#pragma omp simd")
+        lines.append(f"{i2}for (int64_t {lb} = 0; {lb} < {n}; ++{lb}) {{")
+        lines.append(f"{i3}const int64_t {v} = {lb}_r + {lb};")
+        # Lane copies under the variables' own names: `update` reads and writes them unchanged.
+        lines += [f"{i3}{t} {name} = {name}_l[{lb}];" for name, t in lanes.items()]
+        hoisted: list[str] = []
+        lines.append(f"{i3}{update(self._value(i3, hoisted, i2))}")
+        lines += [f"{i3}{name}_l[{lb}] = {name};" for name in lanes]
+        lines.append(f"{i2}}}")
+        lines[start:start] = hoisted
+        lines.append(f"{indent}}}")
+        # The lanes fold in halves (a tree: each step one vector operation; a float sum may not be
+        # reordered into one, and a chain of 16 dependent adds would cost more than the row).
+        for name in lanes:
+            op, arr = ops[name], f"{name}_l"
+
+            def fold(dst: str, src: str, op=op) -> str:
+                if op in ("max", "min"):
+                    return f"{dst} = {src} {'>' if op == 'max' else '<'} {dst} ? {src} : {dst};"
+                return f"{dst} {op}= {src};"
+
+            half = n // 2
+            while half:
+                step = fold(f"{arr}[{lb}]", f"{arr}[{lb} + {half}]")
+                lines.append(f"{indent}for (int {lb} = 0; {lb} < {half}; ++{lb}) {step}")
+                half //= 2
+            lines.append(f"{indent}{fold(name, f'{arr}[0]')}")
+        lines.append(f"{indent}for (int64_t {v} = {lb}_r; {v} < {hi}; ++{v}) {{")
+        lines.append(f"{indent}  {update(self._value(indent + '  '))}")
+        lines.append(f"{indent}}}")
+
     def _chunk(self, indent: str, lo: str, hi: str, state_kind: str) -> None:
         """Reduce elements [lo, hi) of the innermost reduction dim into the state `self.acc`."""
         a, vd = self.acc, self.value_dtype
@@ -141,7 +197,9 @@ class ReductionEmitter:
         if state_kind in ("sum", "prod"):
             t, op = cpp_type(self._result_dtype), "+" if state_kind == "sum" else "*"
             self.lines.append(f"{indent}{t} {p}_s = {0 if op == '+' else 1};")
-            self._simd_loop(indent, lo, hi, f"reduction({op}:{p}_s)", lambda v: f"{p}_s {op}= {v};")
+            self._simd_loop(
+                indent, lo, hi, f"reduction({op}:{p}_s)", lambda v: f"{p}_s {op}= {v};", {f"{p}_s": t}
+            )
         elif state_kind in ("max", "min") and vd == torch.bool:
             op = "|" if state_kind == "max" else "&"
             init = "false" if state_kind == "max" else "true"
@@ -161,19 +219,24 @@ class ReductionEmitter:
                 # Lanes combine with OpenMP's max, which may drop a nan: keep a nan flag beside it.
                 return code + (f" {p}_nan = {p}_nan | ({v} != {v});" if vd.is_floating_point else "")
 
+            lanes = {f"{p}_s": cpp_type(vd)}
             if vd.is_floating_point:
                 clause += f" reduction(|:{p}_nan)"
-            self._simd_loop(indent, lo, hi, clause, update)
+                lanes[f"{p}_nan"] = "int32_t"
+            self._simd_loop(indent, lo, hi, clause, update, lanes)
         elif state_kind == "welford":
             t = cpp_type(vd)
             self.lines.append(f"{indent}{t} {p}_sum = 0;")
-            self._simd_loop(indent, lo, hi, f"reduction(+:{p}_sum)", lambda v: f"{p}_sum += {v};")
+            self._simd_loop(
+                indent, lo, hi, f"reduction(+:{p}_sum)", lambda v: f"{p}_sum += {v};", {f"{p}_sum": t}
+            )
             self.lines.append(f"{indent}const {t} {p}_cnt = static_cast<{t}>({hi} - {lo});")
             self.lines.append(f"{indent}const {t} {p}_cm = {p}_sum / {p}_cnt;")
             self.lines.append(f"{indent}{t} {p}_q = 0, {p}_e = 0;")
             self._simd_loop(
                 indent, lo, hi, f"reduction(+:{p}_q, {p}_e)",
                 lambda v: f"{{ const {t} d = {v} - {p}_cm; {p}_q += d * d; {p}_e += d; }}",
+                {f"{p}_q": t, f"{p}_e": t},
             )  # fmt: skip
             # `cm` carries the rounding error of the float sum; the deviations' own sum `e` corrects
             # mean and M2 for it (M2 about cm = M2 about the mean + e^2/n).
@@ -251,6 +314,8 @@ class ReductionEmitter:
         the reduction among threads."""
         kind, vd = self.kind, self.value_dtype
         self._result_dtype = stores[0][2]
+        size = sympy.sympify(self.body.reduction_ranges[-1])
+        self._short = parallel_if is None and size.is_Integer and int(size) <= SHORT_ROW
         state_kind = stores[0][0] if kind != "welford" else "welford"
         state = _state(stores[0][0], vd, self._result_dtype)
         a, lines = self.acc, self.lines
@@ -262,10 +327,13 @@ class ReductionEmitter:
             for depth, (v, r) in enumerate(zip(self.rvars[:-1], ranges[:-1])):
                 lines.append(f"{indent}{'  ' * depth}for (int64_t {v} = 0; {v} < {cpp_index(r)}; ++{v}) {{")
             inner = indent + "  " * (len(ranges) - 1)
-            c = f"{a}c"
-            lines.append(f"{inner}for (int64_t {c} = 0; {c} < {last}; {c} += {CHUNK}) {{")
-            self._chunk(inner + "  ", c, f"ts::imin({c} + {CHUNK}, {last})", state_kind)
-            lines.append(f"{inner}}}")
+            c, size = f"{a}c", sympy.sympify(ranges[-1])
+            if size.is_Integer and int(size) <= CHUNK:  # one chunk: no chunk loop around it
+                self._chunk(inner, "0", last, state_kind)
+            else:
+                lines.append(f"{inner}for (int64_t {c} = 0; {c} < {last}; {c} += {CHUNK}) {{")
+                self._chunk(inner + "  ", c, f"ts::imin({c} + {CHUNK}, {last})", state_kind)
+                lines.append(f"{inner}}}")
             for depth in reversed(range(len(ranges) - 1)):
                 lines.append(f"{indent}{'  ' * depth}}}")
         else:
