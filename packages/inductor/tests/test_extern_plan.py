@@ -63,3 +63,21 @@ def test_multi_output_fallbacks_keep_their_other_outputs():
 
     graph = make_graph("topk", {"x": ((4, 9), F32)}, body)
     assert_matches_eager(compile_graph(graph), graph, torch.randn(4, 9))
+
+
+def test_a_view_of_a_parameter_is_made_once_and_follows_the_parameters_memory():
+    def body(b, x, w):
+        return (b.op("aten.mm.default", x, b.op("aten.t.default", w)),)
+
+    graph = make_graph("weight", {"x": ((4, 8), F32), "w": ((3, 8), F32)}, body)
+    compiled = compile_graph(graph)
+    x, w = torch.randn(4, 8), torch.nn.Parameter(torch.randn(3, 8))
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x, w)[0], x @ w.t())
+        w.add_(1.0)  # in place: the kept view reads the same memory
+        torch.testing.assert_close(compiled(x, w)[0], x @ w.t())
+        w.data = torch.randn(3, 8)  # other memory under the same parameter: a new view
+        torch.testing.assert_close(compiled(x, w)[0], x @ w.t())
+        other = torch.randn(3, 8)  # a plain tensor in the parameter's place is not kept
+        torch.testing.assert_close(compiled(x, other)[0], x @ other.t())
+        torch.testing.assert_close(compiled(x, w)[0], x @ w.t())

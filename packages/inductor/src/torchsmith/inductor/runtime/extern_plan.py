@@ -44,18 +44,36 @@ def plannable(call: ExternCall) -> bool:
     return call.kernel != OUTPUT_KERNEL
 
 
-def slot_reader(view: TensorView, slot: int, layout):
+def slot_reader(view: TensorView, slot: int, layout, graph_input: bool = False):
     """`values -> tensor`: the buffer in `slot` where `view` is all of it in its `layout` (which the
-    wrapper's buffers hold, up to strides where a size is 1, which no op reads), else a strided view."""
+    wrapper's buffers hold, up to strides where a size is 1, which no op reads), else a strided view.
+
+    A view of a graph input that is a parameter (a transposed weight) is made once and reused while
+    the same parameter object holds the same memory: the view only names that memory (the caller's
+    checks fix the parameter's sizes and strides), and graphs run without autograd recording, so the
+    view carries no history. Other inputs are not kept past the call."""
     shape, strides, offset = _ints(view.shape), _ints(view.strides), int(evaluate(view.offset, {}))
     if offset == 0 and (_ints(layout.shape), _ints(layout.strides)) == (shape, strides):
         return None  # the buffer itself: the caller reads the slot without a function call
+    if not graph_input:
 
-    def read(values):
+        def read(values):
+            base = values[slot]
+            return base.as_strided(shape, strides, base.storage_offset() + offset)
+
+        return read
+    kept = [None, 0, None]  # the parameter, its data pointer, the view
+
+    def read_input(values):
         base = values[slot]
-        return base.as_strided(shape, strides, base.storage_offset() + offset)
+        if base is kept[0] and base.data_ptr() == kept[1]:
+            return kept[2]
+        result = base.as_strided(shape, strides, base.storage_offset() + offset)
+        if type(base) is torch.nn.Parameter:
+            kept[:] = base, base.data_ptr(), result
+        return result
 
-    return read
+    return read_input
 
 
 def _argument_builder(param):
@@ -78,14 +96,18 @@ def _holds_tensor(param) -> bool:
     return isinstance(param, TensorArg) or (isinstance(param, tuple) and any(map(_holds_tensor, param)))
 
 
-def static_extern_step(call: ExternCall, slot_of: dict[str, int], layouts: dict, drop: list[int]):
+def static_extern_step(
+    call: ExternCall, slot_of: dict[str, int], layouts: dict, drop: list[int], inputs: frozenset = frozenset()
+):
     """The wrapper step `run(values, bindings, symbol_values, scratch)` of one extern call of a
     graph without size symbols: `slot_of` maps buffer names to the wrapper's slots, `layouts` buffer
-    names to their layouts, `drop` the slots freed after the call."""
+    names to their layouts, `drop` the slots freed after the call, `inputs` the graph inputs' names."""
     if not plannable(call):
         raise ValueError(f"extern call {call.name} ({call.kernel}) has no static plan")
     fn = kernel_function(call.kernel)
-    readers = [slot_reader(v, slot_of[v.buffer], layouts[v.buffer]) for v in call.args]
+    readers = [
+        slot_reader(v, slot_of[v.buffer], layouts[v.buffer], v.buffer in inputs) for v in call.args
+    ]
     slots = [slot_of[v.buffer] for v in call.args]
     out = slot_of[call.name]
     is_matmul = MATMULS.get(call.kernel) is fn and EXTERN_KERNELS.get(call.kernel) is fn

@@ -70,12 +70,13 @@ class CompiledGraph:
         kernel_of = {group[0].name: kernel for kernel, group in kernels}
         donors = self.memory_plan.donor_of()
         layouts = {b.name: b.layout for b in program.inputs}
+        input_names = frozenset(layouts)
         layouts.update((b.name, b.layout) for step in self.steps for b in step)
         self._run = []
         for step, frees in zip(self.steps, self.memory_plan.frees, strict=True):
             drop = [slot_of[n] for n in frees]
             if isinstance(step[0], ExternCall) and self._static and plannable(step[0]):
-                self._run.append(static_extern_step(step[0], slot_of, layouts, drop))
+                self._run.append(static_extern_step(step[0], slot_of, layouts, drop, input_names))
             elif isinstance(step[0], ExternCall):
                 self._run.append(self._extern_step(step[0], slot_of, drop))
             else:
