@@ -206,3 +206,15 @@ def test_short_rows_in_lanes_with_nans_tails_and_welford():
     x[3, 290:] = 2e3  # the max in the tail
     x[4, 17] = -5.0  # the min in a lane
     assert_matches_eager(compiled, graph, x, rtol=1e-5, atol=1e-3)
+
+
+def test_few_columns_choose_their_block_width_at_run_time():
+    def body(b, x):
+        var, mean = b.op("aten.var_mean.correction", x, [0], correction=1)
+        return var, mean, b.op("aten.amax.default", x, [0]), b.op("aten.argmax.default", x, 0)
+
+    graph = make_graph("few_columns", {"x": ((700, 64), F32)}, body)
+    compiled = compile_graph(graph)
+    # 64 columns, nothing else to thread over: narrower blocks on several threads, one on one.
+    assert "const int64_t bw = ts::threads(2) > 1 ? 32 : 64;" in compiled.source
+    assert_matches_eager(compiled, graph, torch.randn(700, 64) + 2, rtol=1e-5, atol=1e-5)

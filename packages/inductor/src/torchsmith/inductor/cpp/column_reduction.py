@@ -45,9 +45,9 @@ from torchsmith.inductor.loop_ir.program import (
 
 BLOCK = 256
 # Block widths are multiples of this (one AVX-512 vector); with few columns and nothing else to
-# thread over, blocks narrow down to it so that `MIN_BLOCKS` blocks are shared among threads.
+# thread over, blocks narrow down to it on several threads so that `MIN_BLOCKS` blocks are shared.
 NARROW_BLOCK = 16
-MIN_BLOCKS = 4
+MIN_BLOCKS = 2
 ROWS = 4  # rows per step of the row loop
 CHUNK = 128  # rows per float partial: short enough that the float sums stay within eager's error
 # Below this many columns the lanes would mostly idle: the strided reduction (split among threads) wins.
@@ -305,16 +305,16 @@ def _row_loop(lines, ind, r_last, states, pointer_of, outer_last, counter, updat
     lines.append(f"{ind}}}")
 
 
-def _block(columns, other_work) -> int:
+def _block(columns, other_work, min_blocks: int = 1) -> int:
     """Columns per block: about `BLOCK` (at most 1.5 times it), split evenly, and narrower when the
-    kernel would otherwise have fewer than `MIN_BLOCKS` blocks to share among threads."""
+    kernel would otherwise have fewer than `min_blocks` blocks to share among threads."""
     columns, other_work = sympy.sympify(columns), sympy.sympify(other_work)
     if not columns.is_Integer:
         return BLOCK
     n = int(columns)
     blocks = max(1, round(n / BLOCK))  # 257 columns: one block of 272, not 256 and a remainder of 1
-    if other_work.is_Integer and int(other_work) * blocks < MIN_BLOCKS:
-        blocks = max(blocks, min(MIN_BLOCKS // int(other_work) or 1, -(-n // NARROW_BLOCK)))
+    if other_work.is_Integer and int(other_work) * blocks < min_blocks:
+        blocks = max(blocks, min(min_blocks // int(other_work) or 1, -(-n // NARROW_BLOCK)))
     width = -(-n // blocks)
     return max(NARROW_BLOCK, -(-width // NARROW_BLOCK) * NARROW_BLOCK)
 
@@ -365,9 +365,16 @@ def emit_column_kernel(
     rvars = reduction_vars(len(body.reduction_ranges))
     columns = cpp_index(body.ranges[-1])
     block = _block(body.ranges[-1], sympy.Mul(*body.ranges[:-1]))
+    narrow = _block(body.ranges[-1], sympy.Mul(*body.ranges[:-1]), MIN_BLOCKS)
     states = _states(reductions, block)
     condition = work_condition(sympy.Mul(*body.ranges) * sympy.Mul(*body.reduction_ranges))
     collapse = f" collapse({len(outer)})" if len(outer) > 1 else ""
+    width = str(block)
+    if narrow != block and condition is not None:
+        # Too few wide blocks to share: narrower ones when the kernel runs on several threads, the
+        # wide one (longer simd loops) on one.
+        lines.append(f"  const int64_t bw = ts::threads(2) > 1 ? {narrow} : {block};")
+        width = "bw"
     if condition is not None:
         lines.append(f"  #pragma omp parallel for{collapse}{f' if({condition})' if condition else ''}")
     depth = 1
@@ -375,9 +382,9 @@ def emit_column_kernel(
         lines.append(f"{'  ' * depth}for (int64_t {v} = 0; {v} < {cpp_index(r)}; ++{v}) {{")
         depth += 1
     ind = "  " * depth
-    lines.append(f"{ind}for (int64_t jb = 0; jb < {columns}; jb += {block}) {{")
+    lines.append(f"{ind}for (int64_t jb = 0; jb < {columns}; jb += {width}) {{")
     ind2 = ind + "  "
-    lines.append(f"{ind2}const int64_t jn = ts::imin({columns} - jb, {block});")
+    lines.append(f"{ind2}const int64_t jn = ts::imin({columns} - jb, {width});")
     for state in states:
         lines += state.declare(ind2)
     inner = ind2
