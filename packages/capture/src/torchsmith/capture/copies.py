@@ -149,7 +149,13 @@ class CopyOps:
         self.check_private_containers(value, "copied again")
         if not self.is_private(value):
             root = tracker.source or self.ns.name_of(value)
-            self.guards.add(f"{self.ns.name_of(state_of)}({root}) == {self.ns.name_of(recorded)}")
+            # copied again unchanged (T5 copies its config twice): the same expression, checked once
+            seen = self.copied_states.setdefault(root, [])
+            same = next((r for r in seen if r == recorded), None)
+            if same is None:
+                seen.append(recorded)
+                same = recorded
+            self.guards.add(f"{self.ns.name_of(state_of)}({root}) == {self.ns.name_of(same)}")
         return self.private(copy.deepcopy(value))
 
     # ----------------------------------------------------------------- private objects

@@ -137,6 +137,7 @@ class Tracer(
         self.fresh_cells: dict[int, object] = {}
         self.private_objects: dict[int, object] = {}  # copies only this capture sees (copies.py)
         self.private_reads: dict[tuple[int, str], tuple] = {}  # (id, attribute) -> (list/dict, tracker)
+        self.copied_states: dict[str, list] = {}  # source -> states guarded for its deepcopies (copies.py)
         self.mutables_by_id: dict[int, tuple] = {}  # id(list or dict) -> (its tracker, the object)
         self.mutable_sources: list[VariableTracker] = []
         self.objects_by_id: dict[int, tuple[str, object]] = {}  # id(object) -> (first source, object)
