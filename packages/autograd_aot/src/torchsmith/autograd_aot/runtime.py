@@ -77,10 +77,30 @@ class CompiledProgram:
     _backward_fn: Callable | None = field(default=None, repr=False)
     _eager_fn: Callable | None = field(default=None, repr=False)
     _kept_inputs: "KeptInputs | None" = field(default=None, repr=False)
+    _tangent_layouts: tuple | None = field(default=None, repr=False)
+    _non_differentiable: tuple | None = field(default=None, repr=False)
 
     @property
     def is_training(self) -> bool:
         return self.backward_graph is not None
+
+    def non_differentiable_outputs(self) -> tuple[int, ...]:
+        """Positions of the forward's outputs (mutated inputs' new values included) that no tangent
+        comes back for: the autograd.Function marks them non-differentiable."""
+        if self._non_differentiable is None:
+            differentiable = set(self.traced.differentiable_outputs)
+            count = self.traced.num_outputs + len(self.mutated_inputs)
+            self._non_differentiable = tuple(i for i in range(count) if i not in differentiable)
+        return self._non_differentiable
+
+    def tangent_layouts(self) -> tuple:
+        """(output index, layout) of each tangent the backward takes, in its order (`_in_layout`)."""
+        if self._tangent_layouts is None:
+            values = self.backward_graph.inputs[self.num_saved:]
+            self._tangent_layouts = tuple(
+                (i, _tangent_layout(v.type)) for i, v in zip(self.traced.differentiable_outputs, values)
+            )
+        return self._tangent_layouts
 
     def backward_fn(self, example_inputs) -> Callable:
         """The compiled backward, compiled on first use (many programs never call backward)."""
@@ -131,9 +151,12 @@ class _CompiledFunction(torch.autograd.Function):
         outputs, saved = _distinct(results[:num_outputs]), results[num_outputs:]
         ctx.program = program
         ctx.num_inputs = len(args)
-        ctx.saved_kinds = [isinstance(s, torch.Tensor) for s in saved]
-        ctx.saved_others = [s for s in saved if not isinstance(s, torch.Tensor)]
         saved_tensors = [s for s in saved if isinstance(s, torch.Tensor)]
+        if len(saved_tensors) == len(saved):  # the usual case: the backward reads no saved ints
+            ctx.saved_others = ()
+        else:
+            ctx.saved_kinds = [isinstance(s, torch.Tensor) for s in saved]
+            ctx.saved_others = [s for s in saved if not isinstance(s, torch.Tensor)]
         ctx.num_saved_tensors = len(saved_tensors)
         # The inputs, for a backward that autograd must differentiate again (double_backward): the
         # tensors are saved; a mutated input is kept as a copy of its value now, since the call
@@ -143,9 +166,10 @@ class _CompiledFunction(torch.autograd.Function):
             i: args[i] if i in kept.others else args[i].detach().clone() for i in kept.unsaved
         }
         ctx.save_for_backward(*saved_tensors, *[args[i] for i in kept.saved])
-        differentiable = set(program.traced.differentiable_outputs)
-        frozen = [o for i, o in enumerate(outputs) if i not in differentiable and isinstance(o, torch.Tensor)]
-        ctx.mark_non_differentiable(*frozen)
+        frozen = [outputs[i] for i in program.non_differentiable_outputs()
+                  if isinstance(outputs[i], torch.Tensor)]
+        if frozen:
+            ctx.mark_non_differentiable(*frozen)
         return tuple(outputs)
 
     @staticmethod
@@ -160,17 +184,34 @@ class _CompiledFunction(torch.autograd.Function):
                 inputs[i] = x
             grads = differentiable_backward(program, inputs, grad_outputs, ctx.needs_input_grad[1:], ctx.rng)
             return (None, *grads)
-        tensors, others = iter(ctx.saved_tensors[:ctx.num_saved_tensors]), iter(ctx.saved_others)
-        saved = [next(tensors) if is_tensor else next(others) for is_tensor in ctx.saved_kinds]
-        tangent_values = program.backward_graph.inputs[program.num_saved:]
-        tangents = []
-        for i, value in zip(program.traced.differentiable_outputs, tangent_values):
-            tangents.append(_in_traced_layout(grad_outputs[i], value.type))
+        if ctx.saved_others:
+            tensors, others = iter(ctx.saved_tensors[:ctx.num_saved_tensors]), iter(ctx.saved_others)
+            saved = [next(tensors) if is_tensor else next(others) for is_tensor in ctx.saved_kinds]
+        else:
+            saved = list(ctx.saved_tensors[:ctx.num_saved_tensors])
+        tangents = [_in_layout(grad_outputs[i], layout) for i, layout in program.tangent_layouts()]
         grads = program.backward_fn(saved + tangents)(*saved, *tangents)
         result = [None] * ctx.num_inputs
         for index, grad in zip(program.traced.grad_inputs, grads):
             result[index] = grad
         return (None, *result)
+
+
+def _tangent_layout(t: TensorType):
+    """What `_in_layout` checks a tangent of type `t` against: "contiguous", None (symbolic strides,
+    which the compiled backward checks) or the strides."""
+    if t.is_contiguous:
+        return "contiguous"
+    return None if t.free_symbols else tuple(t.strides)
+
+
+def _in_layout(grad: torch.Tensor, layout) -> torch.Tensor:
+    """`_in_traced_layout` with the type's layout worked out once per program (`_tangent_layout`)."""
+    if layout == "contiguous":
+        return grad if grad.is_contiguous() else grad.contiguous()
+    if layout is None or all(n == 1 or a == b for n, a, b in zip(grad.shape, grad.stride(), layout)):
+        return grad
+    return torch.empty_strided(grad.shape, layout, dtype=grad.dtype, device=grad.device).copy_(grad)
 
 
 def _in_traced_layout(grad: torch.Tensor, t: TensorType) -> torch.Tensor:
