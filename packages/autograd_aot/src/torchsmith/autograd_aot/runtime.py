@@ -198,33 +198,22 @@ class _CompiledFunction(torch.autograd.Function):
 
 
 def _tangent_layout(t: TensorType):
-    """What `_in_layout` checks a tangent of type `t` against: "contiguous", None (symbolic strides,
-    which the compiled backward checks) or the strides."""
+    """What `_in_layout` lays a tangent of type `t` out as: "contiguous", the strides, or None for
+    symbolic strides (the compiled backward checks what it can)."""
     if t.is_contiguous:
         return "contiguous"
     return None if t.free_symbols else tuple(t.strides)
 
 
 def _in_layout(grad: torch.Tensor, layout) -> torch.Tensor:
-    """`_in_traced_layout` with the type's layout worked out once per program (`_tangent_layout`)."""
+    """`grad` laid out as the backward was traced for (the output's layout, from `_tangent_layout`):
+    autograd hands over whatever the consumer made (an expanded scalar from `.sum()`, a transposed
+    product, ...), and compiled backwards are specialized to their inputs' strides."""
     if layout == "contiguous":
         return grad if grad.is_contiguous() else grad.contiguous()
     if layout is None or all(n == 1 or a == b for n, a, b in zip(grad.shape, grad.stride(), layout)):
         return grad
     return torch.empty_strided(grad.shape, layout, dtype=grad.dtype, device=grad.device).copy_(grad)
-
-
-def _in_traced_layout(grad: torch.Tensor, t: TensorType) -> torch.Tensor:
-    """`grad` laid out as the backward was traced for (the output's layout): autograd hands over
-    whatever the consumer made (an expanded scalar from `.sum()`, a transposed product, ...), and
-    compiled backwards are specialized to their inputs' strides."""
-    if t.is_contiguous:
-        return grad if grad.is_contiguous() else grad.contiguous()
-    if t.free_symbols:
-        return grad  # symbolic strides: the compiled backward checks what it can
-    if all(n == 1 or a == b for n, a, b in zip(grad.shape, grad.stride(), t.strides)):
-        return grad
-    return torch.empty_strided(grad.shape, t.strides, dtype=grad.dtype, device=grad.device).copy_(grad)
 
 
 def node_symbols(node) -> bool:
