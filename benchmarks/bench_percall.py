@@ -332,7 +332,10 @@ def render(report: dict) -> str:
         f"The zoo's configurations (2 layers, hidden 64) at batch {BATCH}, sequence {SEQ}, under "
         f"torch.no_grad(); median of {s['rounds']} rounds of about 30 ms of eager time, the three "
         f"systems taking turns each round, after {s['warmup']} warm-up calls each. "
-        "vs torch.compile > 1: torchsmith is faster. Losses first.",
+        "vs torch.compile > 1: torchsmith is faster. Losses first. Other jobs share the 2 cores: one run's "
+        "ratios swing by about 20% between runs, so the best-of column and repeated runs read steadier. "
+        "In the breakdown, glue is what is left of the call's median after the pieces timed alone, and "
+        "carries that noise.",
         "",
         "| model | eager µs | torch.compile µs | torchsmith µs | vs torch.compile "
         "| best eager / tc / ts µs |",
@@ -368,6 +371,29 @@ def render(report: dict) -> str:
             f"| {p['graph_python_us']:.0f} | {p['kernel_steps_us']:.0f} | {p['extern_op_us']:.0f} "
             f"| {p['extern_python_us']:.0f} ({p['extern_calls']}) | {per:.1f} |"
         )
+    before = report.get("before")
+    if before:
+        lines += [
+            "",
+            f"## Before this work (commit {before['commit']}, run {before['date']} on the same machine)",
+            "",
+            "Speed against torch.compile in the same process (> 1: torchsmith faster), so the machine's "
+            "load cancels out as far as it can; the earlier commit also lacks other changes made since "
+            "(lowering, fusion). Rows in percall_cpu_before.json.",
+            "",
+            "| model | before: torchsmith / torch.compile µs | vs torch.compile before "
+            "| now: torchsmith / torch.compile µs | vs torch.compile now |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for r in rows:
+            b = before["rows"].get(r["name"])
+            if b:
+                lines.append(
+                    f"| {r['name']} | {b['torchsmith_us']:.0f} / {b['torch_compile_us']:.0f} "
+                    f"| {b['vs_torch_compile']:.2f}x "
+                    f"| {r['torchsmith_us']:.0f} / {r['torch_compile_us']:.0f} "
+                    f"| {r['vs_torch_compile']:.2f}x |"
+                )
     if report.get("externs"):
         lines += [
             "",
@@ -402,6 +428,11 @@ def main() -> None:
 
     transformers.logging.set_verbosity_error()
     report = {"machine": machine(), "settings": {"rounds": rounds, "warmup": warmup}, "rows": {}}
+    before_path = RESULTS / "percall_cpu_before.json"
+    if before_path.exists():  # the same benchmark run at an earlier commit, kept for comparison
+        before = json.loads(before_path.read_text())
+        report["before"] = {"commit": before.get("commit", "?"), "date": before["machine"]["date"],
+                            "rows": before["rows"]}
     if not args.quick and JSON_PATH.exists():
         report["rows"] = json.loads(JSON_PATH.read_text())["rows"]
     report["externs"] = extern_micro(rounds)
