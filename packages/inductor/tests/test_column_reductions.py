@@ -2,6 +2,8 @@
 blocked across the kept dim, nan and tie semantics, empty dims, symbolic sizes; vector norms lowered to
 reductions; the scheduler keeping row and column reductions apart."""
 
+import logging
+
 import torch
 
 from torchsmith.inductor import compile_graph
@@ -120,13 +122,15 @@ def test_vector_norms_are_reductions_and_other_orders_run_eagerly():
     assert_matches_eager(compiled, graph, torch.randn(70, 45), rtol=1e-5, atol=1e-5)
 
 
-def test_row_and_column_reductions_of_one_input_stay_in_their_own_kernels():
+def test_row_and_column_reductions_of_one_input_stay_in_their_own_kernels(caplog):
     def body(b, x):
         var, mean = b.op("aten.var_mean.correction", x, [1], correction=1)
         return var, mean, b.op("aten.linalg_vector_norm.default", x, 2, [0])
 
     graph = make_graph("row_and_column", {"x": ((64, 64), F32)}, body)
-    compiled = compile_graph(graph)
+    with caplog.at_level(logging.INFO, logger="torchsmith.inductor.fusion"):
+        compiled = compile_graph(graph)
+    assert "column kernel linalg_vector_norm_acc: reduces a strided dim in one read" in caplog.text
     refused = [d for d in compiled.decisions if not d.taken and "cannot vectorize both" in d.reason]
     assert refused, [str(d) for d in compiled.decisions]
     assert BLOCKED in compiled.source

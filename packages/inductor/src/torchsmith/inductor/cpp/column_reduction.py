@@ -22,6 +22,7 @@ kept dims). Per-column states, by reduction type:
   from it, merged into double (mean, M2) with Chan's formula, as the row reduction does.
 """
 
+import logging
 from dataclasses import replace
 
 import sympy
@@ -42,6 +43,9 @@ from torchsmith.inductor.loop_ir.program import (
     reduction_vars,
     substitute,
 )
+
+# What the code generator did with a group, beside the scheduler's fusion decisions.
+fusion_log = logging.getLogger("torchsmith.inductor.fusion")
 
 BLOCK = 256
 # Block widths are multiples of this (one AVX-512 vector); with few columns and nothing else to
@@ -367,6 +371,12 @@ def emit_column_kernel(
     block = _block(body.ranges[-1], sympy.Mul(*body.ranges[:-1]))
     narrow = _block(body.ranges[-1], sympy.Mul(*body.ranges[:-1]), MIN_BLOCKS)
     states = _states(reductions, block)
+    if fusion_log.isEnabledFor(logging.INFO):
+        fusion_log.info(
+            "column kernel %s: reduces a strided dim in one read, vectorized across %s kept columns "
+            "(blocks of %s, %d rows per step)", ", ".join(b.name for b in reductions),
+            cpp_index(body.ranges[-1]), block if narrow == block else f"{block} or {narrow}", ROWS,
+        )  # fmt: skip
     condition = work_condition(sympy.Mul(*body.ranges) * sympy.Mul(*body.reduction_ranges))
     collapse = f" collapse({len(outer)})" if len(outer) > 1 else ""
     width = str(block)
