@@ -34,7 +34,8 @@ from torchsmith.ir.symbolic import evaluate
 MATMULS = {"prims.mm": torch.mm, "prims.bmm": torch.bmm, "extern.addmm": torch.addmm}
 
 
-def _ints(dims) -> tuple[int, ...]:
+def static_ints(dims) -> tuple[int, ...]:
+    """Sizes or strides of a graph without size symbols, as ints."""
     return tuple(int(evaluate(d, {})) for d in dims)
 
 
@@ -52,8 +53,12 @@ def slot_reader(view: TensorView, slot: int, layout, graph_input: bool = False):
     the same parameter object holds the same memory: the view only names that memory (the caller's
     checks fix the parameter's sizes and strides), and graphs run without autograd recording, so the
     view carries no history. Other inputs are not kept past the call."""
-    shape, strides, offset = _ints(view.shape), _ints(view.strides), int(evaluate(view.offset, {}))
-    if offset == 0 and (_ints(layout.shape), _ints(layout.strides)) == (shape, strides):
+    shape, strides, offset = (
+        static_ints(view.shape),
+        static_ints(view.strides),
+        int(evaluate(view.offset, {})),
+    )
+    if offset == 0 and (static_ints(layout.shape), static_ints(layout.strides)) == (shape, strides):
         return None  # the buffer itself: the caller reads the slot without a function call
     if not graph_input:
 
@@ -76,13 +81,13 @@ def slot_reader(view: TensorView, slot: int, layout, graph_input: bool = False):
     return read_input
 
 
-def _argument_builder(param):
+def argument_builder(param):
     """`args -> argument` for one parameter: constants thawed once, `TensorArg`s picked from `args`."""
     if isinstance(param, TensorArg):
         k = param.k
         return lambda args: args[k]
     if isinstance(param, tuple) and _holds_tensor(param):
-        items = [_argument_builder(p) for p in param]
+        items = [argument_builder(p) for p in param]
         if isinstance(param, ArgList):
             return lambda args: [item(args) for item in items]
         return lambda args: tuple(item(args) for item in items)
@@ -105,16 +110,14 @@ def static_extern_step(
     if not plannable(call):
         raise ValueError(f"extern call {call.name} ({call.kernel}) has no static plan")
     fn = kernel_function(call.kernel)
-    readers = [
-        slot_reader(v, slot_of[v.buffer], layouts[v.buffer], v.buffer in inputs) for v in call.args
-    ]
+    readers = [slot_reader(v, slot_of[v.buffer], layouts[v.buffer], v.buffer in inputs) for v in call.args]
     slots = [slot_of[v.buffer] for v in call.args]
     out = slot_of[call.name]
     is_matmul = MATMULS.get(call.kernel) is fn and EXTERN_KERNELS.get(call.kernel) is fn
     if is_matmul and not (call.params or call.kwargs):
         return _matmul_step(call, fn, readers, slots, out, drop)
-    params = [_argument_builder(p) for p in call.params]
-    kwargs = [(key, _argument_builder(v)) for key, v in call.kwargs]
+    params = [argument_builder(p) for p in call.params]
+    kwargs = [(key, argument_builder(v)) for key, v in call.kwargs]
     plain = not (call.params or call.kwargs)
     no_bindings: dict = {}
 
@@ -131,9 +134,20 @@ def static_extern_step(
     return run
 
 
+def in_matmul_layout(result: torch.Tensor, shape, strides, dtype) -> torch.Tensor:
+    """A library matmul's `result` with the strides the program indexes it with."""
+    actual = result.stride()
+    if actual == strides:
+        return result
+    if same_strides(shape, actual, strides):  # differing only where the size is 1
+        return result.as_strided(shape, strides)
+    # the library chose another layout than the program indexes with
+    return torch.empty_strided(shape, strides, dtype=dtype, device=result.device).copy_(result)
+
+
 def _matmul_step(call: ExternCall, fn, readers, slots, out: int, drop: list[int]):
     layout = call.layout
-    shape, strides, dtype = _ints(layout.shape), _ints(layout.strides), layout.dtype
+    shape, strides, dtype = static_ints(layout.shape), static_ints(layout.strides), layout.dtype
     pooled = extern_pool.worth_keeping(shape, dtype) and extern_pool.OUT_KERNELS.get(call.kernel) is fn
     direct = all(r is None for r in readers)
 
@@ -148,13 +162,7 @@ def _matmul_step(call: ExternCall, fn, readers, slots, out: int, drop: list[int]
             extern_pool.keep(call, result)
         else:
             result = fn(*args)
-        actual = result.stride()
-        if actual != strides:
-            if same_strides(shape, actual, strides):  # differing only where the size is 1
-                result = result.as_strided(shape, strides)
-            else:  # the library chose another layout than the program indexes with
-                result = torch.empty_strided(shape, strides, dtype=dtype, device=result.device).copy_(result)
-        values[out] = result
+        values[out] = in_matmul_layout(result, shape, strides, dtype)
         for s in drop:
             values[s] = None
 

@@ -10,7 +10,8 @@ and the interpretation cost more host time per call than the GPU took to run the
 
 import torch
 
-from torchsmith.inductor.loop_ir.program import ExternCall, LoopProgram, TensorArg, TensorView
+from torchsmith.inductor.loop_ir.program import ExternCall, LoopProgram, TensorView
+from torchsmith.inductor.runtime.extern_plan import MATMULS, argument_builder, in_matmul_layout, static_ints
 from torchsmith.inductor.runtime.externs import (
     EXTERN_KERNELS,
     OUTPUT_KERNEL,
@@ -18,19 +19,8 @@ from torchsmith.inductor.runtime.externs import (
     kernel_function,
     own_output,
     run_extern,
-    same_strides,
 )
-from torchsmith.ir.graph import ArgList
-from torchsmith.ir.interpreter import thaw
 from torchsmith.ir.symbolic import evaluate
-
-# The library matmuls: no parameters, a fresh result of the call's layout (or strides that differ
-# where the size is 1), never a view of an argument.
-_MATMULS = {"prims.mm": torch.mm, "prims.bmm": torch.bmm, "extern.addmm": torch.addmm}
-
-
-def _ints(dims) -> tuple[int, ...]:
-    return tuple(int(evaluate(d, {})) for d in dims)
 
 
 def view_reader(view: TensorView, exact_layouts: dict):
@@ -38,9 +28,16 @@ def view_reader(view: TensorView, exact_layouts: dict):
     buffer itself when the view is all of it in the layout the buffer is known to have at run time
     (`exact_layouts`, by name), else a strided view of it."""
     name = view.buffer
-    shape, strides, offset = _ints(view.shape), _ints(view.strides), int(evaluate(view.offset, {}))
+    shape, strides, offset = (
+        static_ints(view.shape),
+        static_ints(view.strides),
+        int(evaluate(view.offset, {})),
+    )
     layout = exact_layouts.get(name)
-    whole = layout is not None and (_ints(layout.shape), _ints(layout.strides)) == (shape, strides)
+    whole = layout is not None and (static_ints(layout.shape), static_ints(layout.strides)) == (
+        shape,
+        strides,
+    )
     if whole and offset == 0:
         return lambda T: T[name]
 
@@ -56,40 +53,12 @@ def view_reader(view: TensorView, exact_layouts: dict):
 def _matmul_step(call: ExternCall, fn, layouts: dict, device: torch.device):
     readers = [view_reader(v, layouts) for v in call.args]
     name, dtype = call.name, call.layout.dtype
-    shape, strides = _ints(call.layout.shape), _ints(call.layout.strides)
+    shape, strides = static_ints(call.layout.shape), static_ints(call.layout.strides)
 
     def step(T):
-        result = fn(*[read(T) for read in readers])
-        actual = result.stride()
-        if actual != strides:
-            if same_strides(shape, actual, strides):  # differing only where the size is 1
-                result = result.as_strided(shape, strides)
-            else:  # the library chose another layout than the program indexes with
-                result = torch.empty_strided(shape, strides, dtype=dtype, device=device).copy_(result)
-        T[name] = result
+        T[name] = in_matmul_layout(fn(*[read(T) for read in readers]), shape, strides, dtype)
 
     return step
-
-
-def _argument_builder(param):
-    """A function `tensors -> argument` for one parameter of an extern call: constants are thawed
-    once, `TensorArg`s read from the call's tensor arguments."""
-    if isinstance(param, TensorArg):
-        k = param.k
-        return lambda tensors: tensors[k]
-    if isinstance(param, tuple) and _holds_tensor(param):
-        items = [_argument_builder(p) for p in param]
-        if isinstance(param, ArgList):
-            return lambda tensors: [item(tensors) for item in items]
-        return lambda tensors: tuple(item(tensors) for item in items)
-    value = thaw(param, {})
-    if isinstance(value, list):  # a fresh list per call: the op owns what it is given
-        return lambda tensors: list(value)
-    return lambda tensors: value
-
-
-def _holds_tensor(param) -> bool:
-    return isinstance(param, TensorArg) or (isinstance(param, tuple) and any(map(_holds_tensor, param)))
 
 
 def _extern_step(call: ExternCall, layouts: dict):
@@ -104,8 +73,8 @@ def _extern_step(call: ExternCall, layouts: dict):
         return step
     fn = kernel_function(call.kernel)
     readers = [view_reader(v, layouts) for v in call.args]
-    params = [_argument_builder(p) for p in call.params]
-    kwargs = [(key, _argument_builder(v)) for key, v in call.kwargs]
+    params = [argument_builder(p) for p in call.params]
+    kwargs = [(key, argument_builder(v)) for key, v in call.kwargs]
 
     def step(T):
         args = [read(T) for read in readers]
@@ -116,7 +85,9 @@ def _extern_step(call: ExternCall, layouts: dict):
 
 
 def _kernel_step(launcher, allocate: list, device: torch.device):
-    allocations = [(name, _ints(shape), _ints(strides), dtype) for name, shape, strides, dtype in allocate]
+    allocations = [
+        (name, static_ints(shape), static_ints(strides), dtype) for name, shape, strides, dtype in allocate
+    ]
     names = launcher.spec.writes + launcher.spec.reads
     empty_strided, no_symbols, empty = torch.empty_strided, [], {}
 
@@ -147,7 +118,7 @@ def static_steps(program: LoopProgram, steps: list, device: torch.device, matmul
         if kind == "extern" and matmul is not None and what.kernel == "prims.mm":
             matmuls[what.name] = matmul
         elif kind == "extern" and _is_plain_matmul(what):
-            matmuls[what.name] = _MATMULS[what.kernel]
+            matmuls[what.name] = MATMULS[what.kernel]
     # Buffers whose tensors have exactly their layout in every call: inputs (a static graph checks
     # them), kernel results (allocated so) and matmul results (`_matmul_step` makes them so).
     # Other extern results may differ in the strides of size-1 dimensions.
@@ -171,5 +142,5 @@ def static_steps(program: LoopProgram, steps: list, device: torch.device, matmul
 
 def _is_plain_matmul(call: ExternCall) -> bool:
     # Still the library function (tests and users may swap EXTERN_KERNELS entries), no parameters.
-    fn = _MATMULS.get(call.kernel)
+    fn = MATMULS.get(call.kernel)
     return fn is not None and EXTERN_KERNELS.get(call.kernel) is fn and not (call.params or call.kwargs)
