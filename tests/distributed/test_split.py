@@ -150,3 +150,64 @@ def test_rebuilt_buckets_cut_the_graph_again(monkeypatch):
     torch.testing.assert_close(out, expected)
     for a, b in zip(got, (p.grad for p in model.parameters())):
         torch.testing.assert_close(a, b)
+
+
+def guarded_runner(graph, cuts):
+    from torchsmith.fallback import GuardedBackend
+    from torchsmith.options import resolve_options
+
+    backend = GuardedBackend(torchsmith.lookup_backend("aot_eager"), "aot_eager", resolve_options(None, None),
+                             "MLP")
+    runner = PiecewiseCall(backend, graph, split_graph(graph, cuts))
+    runner.assume_example_signature()  # as capture's guarded call promises
+    return runner
+
+
+def signature_lookups(monkeypatch):
+    """A list that gets the graph name of each AotFunction call that looks its program up."""
+    from torchsmith.autograd_aot.runtime import AotFunction
+
+    looked_up, original = [], AotFunction.program_for
+
+    def program_for(self, args):
+        looked_up.append(self.graph.name)
+        return original(self, args)
+
+    monkeypatch.setattr(AotFunction, "program_for", program_for)
+    return looked_up
+
+
+def test_guarded_pieces_run_their_program_without_a_signature_lookup(monkeypatch):
+    torch.manual_seed(0)
+    model = MLP()
+    x = torch.randn(4, 8)
+    graph, inputs = captured_graph(model, x)
+    runner = guarded_runner(graph, safe_cuts(graph)[::3])
+    runner(*inputs)  # compiles each piece
+    looked_up = signature_lookups(monkeypatch)
+    (out,) = runner(*inputs)
+    assert looked_up == [] and len(runner.pieces) > 2
+    out.sum().backward()
+    got = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    expected = model(x)
+    expected.sum().backward()
+    torch.testing.assert_close(out, expected)
+    for a, b in zip(got, (p.grad for p in model.parameters())):
+        torch.testing.assert_close(a, b)
+
+
+def test_a_piece_after_one_run_eagerly_looks_its_program_up(monkeypatch):
+    # outputs of a piece that fell back to eager may have other strides than its compiled program's
+    torch.manual_seed(0)
+    model = MLP()
+    x = torch.randn(4, 8)
+    graph, inputs = captured_graph(model, x)
+    runner = guarded_runner(graph, safe_cuts(graph)[::3])
+    runner(*inputs)
+    runner.compiled[0].eager = compile_to_python(runner.pieces[0].graph)  # as after a stage failure
+    looked_up = signature_lookups(monkeypatch)
+    (out,) = runner(*inputs)
+    readers_of_piece0 = [p.graph.name for k, p in enumerate(runner.pieces) if 0 in runner.producers[k]]
+    assert readers_of_piece0 and set(readers_of_piece0) <= set(looked_up), looked_up
+    torch.testing.assert_close(out, model(x))

@@ -8,7 +8,7 @@ import torch
 
 from torchsmith.backend_registry import resolve_backend
 from torchsmith.capture import CaptureSession, capture, reset_all
-from torchsmith.distributed import BucketSplitBackend, CompiledDDP, is_ddp
+from torchsmith.distributed import BucketSplitBackend, CompiledDDP, PiecewiseCall, is_ddp
 from torchsmith.errors import InvalidOptionError
 from torchsmith.fallback import GuardedBackend, RerunnableCall, accepts_options
 from torchsmith.options import non_default_backend_keys, resolve_options
@@ -68,7 +68,7 @@ def compile(
     # under DDP, graphs are cut at the gradient buckets (torchsmith.distributed); elsewhere a pass-through
     splitting = BucketSplitBackend(guarded, resolved)
     if is_ddp(model):  # DDP's forward runs natively around its compiled module
-        inner = capture(model.module, splitting, fullgraph=fullgraph, dynamic=dynamic)
+        inner = capture(model.module, _behind_guards(splitting), fullgraph=fullgraph, dynamic=dynamic)
         result = CompiledDDP(model, inner, inner._session)
     else:
         result = capture(model, _behind_guards(splitting), fullgraph=fullgraph, dynamic=dynamic)
@@ -85,13 +85,14 @@ def compile(
 def _behind_guards(backend):
     """`backend` for capture, which calls each compiled graph only after its guards checked the
     inputs: a whole graph compiled by the AOT runtime may then skip its own signature lookup
-    (`AotFunction.assume_example_signature`; it does so only for a program of static sizes)."""
+    (`AotFunction.assume_example_signature`; it does so only for a program of static sizes), and so
+    may the pieces of a graph cut at DDP's buckets (`PiecewiseCall.assume_example_signature`)."""
     from torchsmith.autograd_aot.runtime import AotFunction
 
     def compile_graph(graph, example_inputs):
         compiled = backend(graph, example_inputs)
         inner = compiled.compiled if isinstance(compiled, RerunnableCall) else compiled
-        if isinstance(inner, AotFunction):
+        if isinstance(inner, (AotFunction, PiecewiseCall)):
             inner.assume_example_signature()
         return compiled
 

@@ -212,10 +212,15 @@ class RerunnableCall:
         self.eager = None
 
     def __call__(self, *args):
+        return self.run_via(self.compiled, args)
+
+    def run_via(self, call, args):
+        """`call(*args)` (the compiled callable, or a way of calling it the caller knows to be
+        equivalent for these inputs), falling back to eager as `__call__` does."""
         if self.eager is not None:
             return self.eager(*args)
         try:
-            return self.compiled(*args)
+            return call(*args)
         except Exception as exc:
             ours = type(exc).__module__.split(".")[:2] in [["torchsmith", s] for s in COMPILER_STAGES] or (
                 isinstance(exc, SymbolicError)  # a size expression a stage derived: never the program's

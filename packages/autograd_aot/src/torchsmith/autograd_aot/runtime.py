@@ -442,6 +442,7 @@ class AotFunction:
         self.warned_eager = False
         self._eager_fn: Callable | None = None
         self._checked: CompiledProgram | None = None  # set by assume_example_signature
+        self.last_run_compiled = False  # set by run_assumed
 
     def assume_example_signature(self) -> None:
         """The caller promises that every later call passes inputs of the signature of the example
@@ -452,17 +453,34 @@ class AotFunction:
         every input's layout, a measurable share of a small model's call). Without one compiled
         program of static sizes this does nothing. An inference program's compiled forward with an
         `assume_example_inputs()` method is told the same."""
-        programs = list(self.programs.values())
-        # a graph with size symbols is guarded on its symbols' constraints only, and its programs
-        # may still be specialized per size: each call looks its program up
-        sized = any(v.type.free_symbols for v in self.graph.inputs)
-        if len(programs) == 1 and not self.symbolic and not sized:
-            self._checked = programs[0]
+        program = self.static_program()
+        if program is not None:
+            self._checked = program
             # an inference program's forward gets the checked inputs themselves (in the traced
             # layout), so a compiled forward that checks its inputs may rely on the same promise
-            promise = getattr(programs[0].forward_fn, "assume_example_inputs", None)
-            if promise is not None and not programs[0].is_training:
+            promise = getattr(program.forward_fn, "assume_example_inputs", None)
+            if promise is not None and not program.is_training:
                 promise()
+
+    def static_program(self) -> CompiledProgram | None:
+        """The one compiled program when this function has exactly one, of static sizes (the only
+        program any input of the example inputs' signature can get), else None."""
+        # a graph with size symbols is guarded on its symbols' constraints only, and its programs
+        # may still be specialized per size: each call looks its program up
+        if len(self.programs) != 1 or self.symbolic or any(v.type.free_symbols for v in self.graph.inputs):
+            return None
+        return next(iter(self.programs.values()))
+
+    def run_assumed(self, program: CompiledProgram, args) -> list:
+        """`self(*args)` with `program` (from `static_program`) for inputs the caller knows to have
+        its signature, without computing and looking it up. `last_run_compiled` tells afterwards
+        whether the program ran (outputs in its traced layouts) or the graph ran eagerly."""
+        problem = aliasing_problem(program, args)
+        if problem is not None:
+            self.last_run_compiled = False
+            return self.run_eagerly(args, problem)
+        self.last_run_compiled = True
+        return run_program(program, args)
 
     def program_for(self, args) -> CompiledProgram:
         """The compiled program for these inputs, compiling it on first sight of their signature."""

@@ -84,22 +84,53 @@ class PiecewiseCall:
     gradients came in, and the graph is cut anew where the buckets moved to other pieces."""
 
     def __init__(self, backend, graph: Graph, pieces: list[Piece], planned_final: bool = True):
-        self.backend, self.graph, self.pieces = backend, graph, pieces
+        self.backend, self.graph = backend, graph
         self.input_names = [v.name for v in graph.inputs]
         self.output_names = [v.name for v in graph.outputs]
-        self.compiled = [None] * len(pieces)
         self.planned_final = planned_final
+        self.inputs_guarded = False  # set by assume_example_signature
+        self._use(pieces)
+
+    def _use(self, pieces: list[Piece]) -> None:
+        self.pieces = pieces
+        self.compiled = [None] * len(pieces)
+        self.direct = [None] * len(pieces)  # per piece: (AotFunction, call skipping its lookup)
+        made_by = dict.fromkeys(self.input_names, -1)
+        self.producers = []  # per piece: the earlier pieces whose outputs it reads
+        for k, piece in enumerate(pieces):
+            self.producers.append(tuple(sorted({made_by[n] for n in piece.reads} - {-1})))
+            made_by.update(dict.fromkeys(piece.writes, k))
+
+    def assume_example_signature(self) -> None:
+        """The caller (capture, whose guards check every input's signature before each call)
+        promises that every later call passes inputs of the example inputs' signature. A piece whose
+        inputs are the graph's inputs, or outputs of earlier pieces that ran their one compiled
+        program in this call (their layouts are that program's), then runs its own compiled program
+        without looking up its signature. Graphs with size symbols are left alone."""
+        if not any(v.type.free_symbols for v in self.graph.inputs):
+            self.inputs_guarded = True
 
     def __call__(self, *args):
         if not self.planned_final:
             self._cut_at_final_buckets(args)
         env = dict(zip(self.input_names, args))
+        # per piece: whether it ran its one compiled program in this call (known output layouts)
+        compiled_ran = [False] * len(self.pieces)
         for k, piece in enumerate(self.pieces):
             piece_args = [env[name] for name in piece.reads]
             run = self.compiled[k]
+            known = self.inputs_guarded and all(compiled_ran[j] for j in self.producers[k])
             if run is None:
+                # compiled for these inputs: later calls match them when the same holds (`known`)
                 run = self.compiled[k] = self.backend(piece.graph, piece_args)
-            env.update(zip(piece.writes, run(*piece_args)))
+                self.direct[k] = _static_aot(run) if known else None
+            if known and self.direct[k] is not None:
+                function, call = self.direct[k]
+                outputs = run.run_via(call, piece_args)
+                compiled_ran[k] = run.eager is None and function.last_run_compiled
+            else:
+                outputs = run(*piece_args)
+            env.update(zip(piece.writes, outputs))
         return [env[name] for name in self.output_names]
 
     def _cut_at_final_buckets(self, args) -> None:
@@ -115,4 +146,19 @@ class PiecewiseCall:
         log.info("graph %s cut again at DDP's rebuilt buckets: %d piece(s), were %d", self.graph.name,
                  len(pieces), len(self.pieces))
         emit("compile_api", "ddp_recut", graph=self.graph, pieces=[p.graph for p in pieces])
-        self.pieces, self.compiled = pieces, [None] * len(pieces)
+        self._use(pieces)
+
+
+def _static_aot(run):
+    """(AotFunction, its one program of static sizes) behind a piece's compiled callable, when the
+    backend made it with the built-in AOT runtime and a fallback wrapper (`RerunnableCall`), else
+    None: only then can a call skip the signature lookup and still fall back to eager on failure."""
+    from torchsmith.autograd_aot.runtime import AotFunction
+    from torchsmith.fallback import RerunnableCall
+
+    if not isinstance(run, RerunnableCall) or not isinstance(run.compiled, AotFunction):
+        return None
+    function, program = run.compiled, run.compiled.static_program()
+    if program is None:
+        return None
+    return function, lambda *args: function.run_assumed(program, args)
