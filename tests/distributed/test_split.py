@@ -152,12 +152,11 @@ def test_rebuilt_buckets_cut_the_graph_again(monkeypatch):
         torch.testing.assert_close(a, b)
 
 
-def guarded_runner(graph, cuts):
+def guarded_runner(graph, cuts, backend="aot_eager"):
     from torchsmith.fallback import GuardedBackend
     from torchsmith.options import resolve_options
 
-    backend = GuardedBackend(torchsmith.lookup_backend("aot_eager"), "aot_eager", resolve_options(None, None),
-                             "MLP")
+    backend = GuardedBackend(torchsmith.lookup_backend(backend), backend, resolve_options(None, None), "MLP")
     runner = PiecewiseCall(backend, graph, split_graph(graph, cuts))
     runner.assume_example_signature()  # as capture's guarded call promises
     return runner
@@ -210,4 +209,25 @@ def test_a_piece_after_one_run_eagerly_looks_its_program_up(monkeypatch):
     (out,) = runner(*inputs)
     readers_of_piece0 = [p.graph.name for k, p in enumerate(runner.pieces) if 0 in runner.producers[k]]
     assert readers_of_piece0 and set(readers_of_piece0) <= set(looked_up), looked_up
+    torch.testing.assert_close(out, model(x))
+
+
+def test_guarded_pieces_compiled_forwards_skip_their_input_checks(monkeypatch):
+    from torchsmith.inductor.runtime.wrapper import CompiledGraph
+
+    torch.manual_seed(0)
+    model = MLP()
+    x = torch.randn(4, 8)
+    graph, inputs = captured_graph(model, x)
+    runner = guarded_runner(graph, [len(graph.nodes) // 2], backend="inductor")
+    runner(*inputs)
+    checked, original = [], CompiledGraph._bind
+
+    def bind(self, args):
+        checked.append(self.program.name)
+        return original(self, args)
+
+    monkeypatch.setattr(CompiledGraph, "_bind", bind)
+    (out,) = runner(*inputs)
+    assert checked == []
     torch.testing.assert_close(out, model(x))

@@ -471,6 +471,17 @@ class AotFunction:
             return None
         return next(iter(self.programs.values()))
 
+    def assume_forward_inputs(self, program: CompiledProgram) -> None:
+        """Tell `program`'s compiled forward, where it has an `assume_example_inputs()` method, that
+        its inputs are checked: a program of static sizes (`static_program`) is reached only with
+        inputs of its exact signature (the lookup's key, or `run_assumed`'s promise), and its
+        forward gets those inputs themselves unless the graph changes an input's metadata."""
+        if program.traced.metadata_mutations:
+            return
+        promise = getattr(program.forward_fn, "assume_example_inputs", None)
+        if promise is not None:
+            promise()
+
     def run_assumed(self, program: CompiledProgram, args) -> list:
         """`self(*args)` with `program` (from `static_program`) for inputs the caller knows to have
         its signature, without computing and looking it up. `last_run_compiled` tells afterwards

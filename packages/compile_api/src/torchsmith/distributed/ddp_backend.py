@@ -161,4 +161,5 @@ def _static_aot(run):
     function, program = run.compiled, run.compiled.static_program()
     if program is None:
         return None
+    function.assume_forward_inputs(program)
     return function, lambda *args: function.run_assumed(program, args)
