@@ -212,7 +212,7 @@ def test_a_piece_after_one_run_eagerly_looks_its_program_up(monkeypatch):
     torch.testing.assert_close(out, model(x))
 
 
-def test_guarded_pieces_compiled_forwards_skip_their_input_checks(monkeypatch):
+def test_guarded_pieces_compiled_forwards_and_backwards_skip_their_input_checks(monkeypatch):
     from torchsmith.inductor.runtime.wrapper import CompiledGraph
 
     torch.manual_seed(0)
@@ -220,7 +220,7 @@ def test_guarded_pieces_compiled_forwards_skip_their_input_checks(monkeypatch):
     x = torch.randn(4, 8)
     graph, inputs = captured_graph(model, x)
     runner = guarded_runner(graph, [len(graph.nodes) // 2], backend="inductor")
-    runner(*inputs)
+    runner(*inputs)[0].sum().backward()  # compiles each piece's forward and backward
     checked, original = [], CompiledGraph._bind
 
     def bind(self, args):
@@ -228,6 +228,14 @@ def test_guarded_pieces_compiled_forwards_skip_their_input_checks(monkeypatch):
         return original(self, args)
 
     monkeypatch.setattr(CompiledGraph, "_bind", bind)
+    model.zero_grad()
     (out,) = runner(*inputs)
+    out.sum().backward()
     assert checked == []
-    torch.testing.assert_close(out, model(x))
+    got = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    expected = model(x)
+    expected.sum().backward()
+    torch.testing.assert_close(out, expected)
+    for a, b in zip(got, (p.grad for p in model.parameters())):
+        torch.testing.assert_close(a, b)

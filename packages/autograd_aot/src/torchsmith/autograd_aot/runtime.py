@@ -79,6 +79,8 @@ class CompiledProgram:
     _kept_inputs: "KeptInputs | None" = field(default=None, repr=False)
     _tangent_layouts: tuple | None = field(default=None, repr=False)
     _non_differentiable: tuple | None = field(default=None, repr=False)
+    # set by AotFunction.assume_forward_inputs: the compiled backward may skip its input checks
+    backward_inputs_checked: bool = field(default=False, repr=False)
 
     @property
     def is_training(self) -> bool:
@@ -106,6 +108,9 @@ class CompiledProgram:
         """The compiled backward, compiled on first use (many programs never call backward)."""
         if self._backward_fn is None:
             self._backward_fn = self.bw_compiler(self.backward_graph, list(example_inputs))
+            promise = getattr(self._backward_fn, "assume_example_inputs", None)
+            if self.backward_inputs_checked and promise is not None:
+                promise()
         return self._backward_fn
 
     def kept_inputs(self, args) -> "KeptInputs":
@@ -475,12 +480,16 @@ class AotFunction:
         """Tell `program`'s compiled forward, where it has an `assume_example_inputs()` method, that
         its inputs are checked: a program of static sizes (`static_program`) is reached only with
         inputs of its exact signature (the lookup's key, or `run_assumed`'s promise), and its
-        forward gets those inputs themselves unless the graph changes an input's metadata."""
+        forward gets those inputs themselves unless the graph changes an input's metadata. Its
+        compiled backward is told the same (once compiled): it gets what that forward saved, and the
+        tangents laid out as traced (`_in_layout`), whose sizes and dtypes autograd checks."""
         if program.traced.metadata_mutations:
             return
         promise = getattr(program.forward_fn, "assume_example_inputs", None)
         if promise is not None:
             promise()
+        if program.is_training and program._backward_fn is None:
+            program.backward_inputs_checked = True
 
     def run_assumed(self, program: CompiledProgram, args) -> list:
         """`self(*args)` with `program` (from `static_program`) for inputs the caller knows to have
