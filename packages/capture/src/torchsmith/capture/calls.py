@@ -38,6 +38,7 @@ from torchsmith.capture.variables import (
 )
 from torchsmith.ir import op_name_of, register_op
 from torchsmith.ir.errors import UnknownOpError
+from torchsmith.ir.graph import CONSTANT_TYPES
 
 # Torch functions that build tensors from Python values only (recorded even with no tensor args).
 CREATION_FUNCTIONS = frozenset(
@@ -225,10 +226,11 @@ class CallOps(BuiltinOps, PythonStateOps):
             return self.record(custom_op_name(overload), overload, args, kwargs)
         torch_name = self.torch_op_name(value)
         if torch_name is not None and isinstance(value, types.FunctionType) and any(
-            _is_callable_tracker(a) for a in self.flat_trackers([*args, *kwargs.values()])
+            _is_callable_tracker(a) or _is_unstorable_constant(a)
+            for a in self.flat_trackers([*args, *kwargs.values()])
         ):
-            # a torch function written in Python that takes a callable (a distance function): a
-            # graph cannot hold the callable, so the body is traced, the callable inlined in it
+            # a torch function written in Python that takes a callable (a distance function) or an
+            # options object: a graph cannot hold either, so the body is traced with it inlined
             return self.inline_function(fn, args, kwargs, depth)
         if torch_name is not None:
             return self.call_torch(torch_name, value, args, kwargs)
@@ -539,6 +541,16 @@ def _is_callable_tracker(tracker) -> bool:
         return True
     value = getattr(tracker, "value", None)
     return isinstance(tracker, ConstVar) and callable(value) and not isinstance(value, type)
+
+
+def _is_unstorable_constant(tracker) -> bool:
+    """Whether `tracker` is a constant no graph argument can hold (an options dataclass, say)."""
+    if not isinstance(tracker, ConstVar):
+        return False
+    value = tracker.value
+    if isinstance(value, (list, tuple, slice)):  # frozen item by item (to_graph_arg)
+        return False
+    return not isinstance(value, CONSTANT_TYPES)
 
 
 def _is_static_torch_function(value) -> bool:

@@ -23,7 +23,7 @@ from torchsmith.capture.variables import (
     make_tuple,
 )
 from torchsmith.ir import ScalarType, SymIntType, TensorType, Value
-from torchsmith.ir.graph import ArgList, Slice
+from torchsmith.ir.graph import CONSTANT_TYPES, ArgList, Slice
 from torchsmith.ir.torch_startup import defer_dynamo_import
 
 # Methods whose result is data-dependent or leaves the tensor world: a graph break.
@@ -104,6 +104,8 @@ def to_graph_arg(tracker: VariableTracker, what: str):
             return tuple(value)
         if isinstance(value, (list, tuple)):
             return freeze_constant(value, what)
+        if not isinstance(value, CONSTANT_TYPES):
+            raise Unsupported(f"{what}: a graph cannot hold its argument {type(value).__name__} {value!r}")
         return value
     if isinstance(tracker, SymVar):
         return tracker.expr
