@@ -92,6 +92,24 @@ def _outer_ranges(group: tuple[ComputedBuffer, ...]) -> tuple:
     return outer
 
 
+def joint_pointwise(group) -> bool:
+    """Whether `group` is pointwise siblings over equal ranges: computed in one shared innermost
+    (vectorized) loop, each member's value and store in one iteration, so subexpressions they share
+    are computed once (gelu's value and its derivative both need `erf(x / sqrt(2))`). Members must
+    not read each other: in one iteration a later element of a sibling is not stored yet."""
+    first = group[0].body
+    if len(group) < 2 or not first.ranges:
+        return False
+    names = {b.name for b in group}
+    return all(
+        isinstance(b.body, Pointwise)
+        and len(b.body.ranges) == len(first.ranges)
+        and all(sympy.expand(sympy.sympify(x) - y) == 0 for x, y in zip(b.body.ranges, first.ranges))
+        and not any(ld.buffer in names for ld in loads(b.body.value))
+        for b in group
+    )
+
+
 def _same_loops(group: tuple[ComputedBuffer, ...]) -> bool:
     """Whether `group` holds a reduction and all its members loop over the same kept dims."""
     first = group[0].body.ranges
@@ -183,6 +201,10 @@ def _emit_kernel(
         emit_column_kernel(group, pointer_of, lines, _work_condition)
         lines.append("}")
         return Kernel(name, writes, reads), "\n".join(lines)
+    if joint_pointwise(group):
+        _emit_joint(group, pointer_of, lines)
+        lines.append("}")
+        return Kernel(name, writes, reads), "\n".join(lines)
     biggest = max(group, key=lambda b: len(b.body.ranges) + len(getattr(b.body, "reduction_ranges", ())))
     total_work = _work(biggest.body.ranges) * _work(getattr(biggest.body, "reduction_ranges", ()))
     inside = _threads_inside(group, outer)
@@ -212,6 +234,36 @@ def _emit_kernel(
         lines.append(f"{'  ' * (depth + 1)}}}")
     lines.append("}")
     return Kernel(name, writes, reads), "\n".join(lines)
+
+
+def _emit_joint(group: tuple[ComputedBuffer, ...], pointer_of, lines: list[str]) -> None:
+    """The loop nest of pointwise siblings (`joint_pointwise`): outer loops threaded, the last dim the
+    vectorized loop, and in its body one writer for all members (shared subexpressions once)."""
+    ranges = group[0].body.ranges
+    variables = index_vars(len(ranges))
+    outer = ranges[:-1]
+    # A 1-d nest: its one loop is both the threaded and the vectorized loop.
+    pragma = _parallel_pragma(len(outer), _work(ranges), simd=not outer)
+    if pragma and outer:
+        lines.append(f"  {pragma}")
+    for depth, (v, r) in enumerate(zip(variables, ranges)):
+        loop_indent = "  " * (depth + 1)
+        if depth == len(ranges) - 1:
+            # Values that do not change along the vectorized loop go before its pragma.
+            at, hoisted_indent = len(lines), loop_indent
+            lines.append(f"{loop_indent}{pragma if pragma and not outer else '#pragma omp simd'}")
+        lines.append(f"{loop_indent}for (int64_t {v} = 0; {v} < {cpp_index(r)}; ++{v}) {{")
+    indent = "  " * (len(ranges) + 1)
+    origins = " + ".join(dict.fromkeys(b.origin or b.name for b in group))
+    lines.append(f"{indent}// {_comment(origins)}")
+    hoisted: list[str] = []
+    writer = BodyWriter(pointer_of, lines, indent, [0], variables[-1], hoisted, hoisted_indent)
+    values = [writer.value(b.body.value) for b in group]
+    for b, value in zip(group, values):
+        lines.append(f"{indent}{_store_target(b, pointer_of)} = {store_code(value, b.layout.dtype)};")
+    lines[at:at] = hoisted
+    for depth in reversed(range(len(ranges))):
+        lines.append(f"{'  ' * (depth + 1)}}}")
 
 
 def _parallel_pragma(depth: int, work, simd: bool) -> str | None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import sympy
 
-from torchsmith.inductor.cpp.codegen import PARALLEL_THRESHOLD, SPLIT_REDUCTION_BELOW
+from torchsmith.inductor.cpp.codegen import PARALLEL_THRESHOLD, SPLIT_REDUCTION_BELOW, joint_pointwise
 from torchsmith.inductor.cpp.column_reduction import column_like
 from torchsmith.inductor.loop_ir.index_math import split_index, variable_ranges
 from torchsmith.inductor.loop_ir.program import (
@@ -163,10 +163,11 @@ def _cpp_only_refusal(members: list[ComputedBuffer], outer) -> str | None:
     if threaded_alone:
         return threaded_alone
     if all(isinstance(m.body, Pointwise) and len(m.body.ranges) == len(outer) for m in members):
-        # The emitter threads and vectorizes a lone pointwise loop nest; pointwise members with
-        # the same loops and nothing else left would lose their vectorized inner loop. (A Triton
-        # kernel computes such members in registers, one block of elements at a time.)
-        return "pointwise loops of equal shape would lose their vectorized inner loop in one kernel"
+        if not joint_pointwise(members):
+            # Siblings share one vectorized loop (codegen.joint_pointwise); a member reading another
+            # could read an element not stored yet, and one loop per member would lose the 1-d
+            # nest's vectorized loop. (A Triton kernel computes such members in registers.)
+            return "pointwise loops of equal shape, one reading another, would lose their vectorized loop"
     for m in members:
         if isinstance(m.body, Pointwise) and len(m.body.ranges) == len(outer) and _has_indirect(m.body.value):
             # The C++ emitter places hoisted statements of such a member after their use.
