@@ -27,6 +27,7 @@ from torchsmith.inductor.lowering.channels_last import ChannelsLastPlan, plan_ch
 from torchsmith.inductor.lowering.decompose import to_prims
 from torchsmith.inductor.lowering.inline import inline_pointwise
 from torchsmith.inductor.lowering.lower import lower
+from torchsmith.inductor.lowering.sink import sink_output_externs
 from torchsmith.inductor.runtime import compile_cache
 from torchsmith.inductor.runtime.cache_files import set_size_limit_mb
 from torchsmith.inductor.runtime.cached_program import (
@@ -124,6 +125,11 @@ def _inline(state: CpuState) -> CpuState:
 
 
 @_unless_cached
+def _sink_outputs(state: CpuState) -> CpuState:
+    return replace(state, program=sink_output_externs(state.program))
+
+
+@_unless_cached
 def _schedule(state: CpuState) -> CpuState:
     return replace(state, plan=schedule(state.program))
 
@@ -164,6 +170,7 @@ CPU_PIPELINE = Pipeline(
         Step("choose layouts", _choose_layouts, "channels-last plan around 2-D convolutions"),
         Step("lower", _lower, "loop IR, one buffer per node (bias + mm as one addmm extern call)"),
         Step("inline", _inline, "loop IR with cheap pointwise producers inlined into consumers"),
+        Step("sink output externs", _sink_outputs, "output-only extern calls as late as their inputs live"),
         Step("schedule", _schedule, "kernel groups and extern calls in order, each fusion decision"),
         Step("keep local", _keep_local, "intermediates kept inside their kernel (no memory)"),
         Step("plan memory", _plan_memory, "storage reuse, in place where possible"),

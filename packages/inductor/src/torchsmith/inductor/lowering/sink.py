@@ -43,3 +43,36 @@ def sink_extern_inputs(program: LoopProgram) -> LoopProgram:
         if j not in moved:
             order.append(buffer)
     return replace(program, buffers=tuple(order))
+
+
+def sink_output_externs(program: LoopProgram) -> LoopProgram:
+    """`program` with each extern call whose result only leaves the graph (a weight gradient's
+    matmul) moved to just after the last reader of its computed inputs: later, without keeping any
+    input alive longer.
+
+    A backward computes a linear layer's weight gradient and its input gradient from the same
+    activation gradient; computed last, the weight gradient is still in cache when the caller reads
+    it right away (FSDP's and DDP's gradient hooks copy it into their communication buffers)."""
+    buffers = list(program.buffers)
+    readers: dict[str, list[int]] = {}
+    for i, buffer in enumerate(buffers):
+        for name in reads_of(buffer):
+            readers.setdefault(name, []).append(i)
+    computed = {b.name for b in buffers}
+    after: dict[int, list[int]] = {}
+    moved = set()
+    for i, buffer in enumerate(buffers):
+        if not isinstance(buffer, ExternCall) or buffer.name in readers:
+            continue
+        last = max((max(readers[n]) for n in reads_of(buffer) if n in computed), default=i)
+        if last > i:
+            after.setdefault(last, []).append(i)
+            moved.add(i)
+    if not moved:
+        return program
+    order = []
+    for j, buffer in enumerate(buffers):
+        if j not in moved:
+            order.append(buffer)
+        order.extend(buffers[i] for i in after.get(j, ()))
+    return replace(program, buffers=tuple(order))
