@@ -1,5 +1,7 @@
 """What each rank runs for test_fsdp.py: eager FSDP2 (`fully_shard`) against compiled FSDP2 models."""
 
+import warnings
+
 import torch
 from models import batches, blocks, build, loss_of
 from torch.distributed.fsdp import fully_shard
@@ -58,13 +60,20 @@ def equal_to_eager(rank, world_size, name: str, backend: str,
     breaks of the compiled code, state_dict keys, and eager's checkpoint loaded into the variant."""
     xs = batches(name, rank, STEPS)
     model, call, _ = shard(name, "eager", backend)
-    result = {"eager": train(model, call, xs), "eager_keys": list(model.state_dict()),
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        eager_run = train(model, call, xs)
+    eager_run["warnings"] = sorted({str(w.message) for w in caught})
+    result = {"eager": eager_run, "eager_keys": list(model.state_dict()),
               "num_params": len(list(model.parameters())), "num_blocks": len(blocks(model))}
     eager_state = model.state_dict()
     eager_full = {k: full(v).clone() for k, v in eager_state.items()}
     for how in hows:
         model, call, compiled = shard(name, how, backend)
-        run = train(model, call, xs)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run = train(model, call, xs)
+        run["warnings"] = sorted({str(w.message) for w in caught})
         records = [r for wrapper in compiled for r in wrapper._session.records]
         run["graphs"] = sum(r.graph is not None for r in records)
         run["breaks"] = [(r.break_reason.reason, f"{r.break_reason.filename}:{r.break_reason.line}")

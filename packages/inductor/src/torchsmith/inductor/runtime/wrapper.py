@@ -8,6 +8,7 @@ and input check is a constant tuple.
 
 import ctypes
 
+import sympy
 import torch
 
 from torchsmith.inductor.cpp.codegen import Kernel
@@ -120,7 +121,10 @@ class CompiledGraph:
         layout = buffer.layout
         donor_slot = -1 if donor is None else slot_of[donor]
         shape, strides = self._dims(layout.shape), self._dims(layout.strides)
-        return slot_of[buffer.name], donor_slot, shape, strides, layout.dtype
+        # A graph output in a dead buffer's storage is detached from that buffer: eager's result is
+        # no view, and FSDP2 warns of (and loses its backward hook on) a block output that is one.
+        leaves = donor is not None and any(v.buffer == buffer.name for v in self.program.outputs)
+        return slot_of[buffer.name], donor_slot, shape, strides, layout.dtype, leaves
 
     def _kernel_step(self, library, kernel: Kernel, allocs, slot_of, drop):
         fn = getattr(library, kernel.name)
@@ -131,12 +135,14 @@ class CompiledGraph:
         static = self._static
 
         def run(values, bindings, symbol_values, scratch):
-            for slot, donor, shape, strides, dtype in allocs:
+            for slot, donor, shape, strides, dtype, leaves in allocs:
                 if not static:
                     shape = [evaluate(d, bindings) for d in shape]
                     strides = [evaluate(d, bindings) for d in strides]
                 if donor < 0:
                     values[slot] = torch.empty_strided(shape, strides, dtype=dtype)
+                elif leaves:
+                    values[slot] = values[donor].as_strided(shape, strides, 0).detach()
                 else:
                     values[slot] = values[donor].as_strided(shape, strides, 0)
             fn(*[values[s].data_ptr() for s in arg_slots], *symbol_values)
@@ -162,13 +168,21 @@ class CompiledGraph:
     def _output(self, view: TensorView, slot_of):
         slot = slot_of[view.buffer]
         source = next((b.layout for b in self.program.inputs if b.name == view.buffer), None)
-        if source is None:
+        computed = source is None
+        if computed:
             source = next(b.layout for step in self.steps for b in step if b.name == view.buffer)
         whole = tuple(view.shape) == tuple(source.shape) and tuple(view.strides) == tuple(source.strides)
         if whole and view.offset == 0:
             return slot, None
         offset = int(evaluate(view.offset, {})) if self._static else view.offset
-        return slot, (self._dims(view.shape), self._dims(view.strides), offset)
+        # An output reshaping a whole buffer of ours that backs no other output (a matmul's [B*S, D]
+        # result as [B, S, D]) is no view in eager: the op eager ends with (a residual add, say) makes
+        # a fresh tensor. Returned detached from the buffer it stays no view, as FSDP2 expects of a
+        # block's output (its backward hook is lost when a view is written in place).
+        alone = sum(v.buffer == view.buffer for v in self.program.outputs) == 1
+        same_size = sympy.expand(_numel(view.shape) - _numel(source.shape)) == 0 and view.offset == 0
+        detached = computed and alone and same_size
+        return slot, (self._dims(view.shape), self._dims(view.strides), offset, detached)
 
     # ---- per call -------------------------------------------------------------------------------
 
@@ -241,13 +255,21 @@ class CompiledGraph:
             if view is None:
                 outputs.append(base)
                 continue
-            shape, strides, offset = view
+            shape, strides, offset, detached = view
             if not self._static:
                 shape = [evaluate(d, bindings) for d in shape]
                 strides = [evaluate(d, bindings) for d in strides]
                 offset = evaluate(offset, bindings)
-            outputs.append(base.as_strided(shape, strides, base.storage_offset() + offset))
+            out = base.as_strided(shape, strides, base.storage_offset() + offset)
+            outputs.append(out.detach() if detached else out)
         return outputs
+
+
+def _numel(dims) -> sympy.Expr:
+    total = sympy.Integer(1)
+    for d in dims:
+        total = total * sympy.sympify(d)
+    return sympy.expand(total)
 
 
 def _openmp_threads(threads: int):
