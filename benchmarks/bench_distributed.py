@@ -12,7 +12,8 @@ first backward, and torchsmith plans its cut again from them); then the configur
 `--steps` SGD steps each
 per round, and a configuration's step time is the median over rounds of rank 0's time per step
 (ranks meet at a barrier before every round). DDP's buckets are capped at `--bucket-mb` so these
-small models span several buckets, as large ones do at DDP's default 25 MB.
+small models span several buckets, as large ones do at DDP's default 25 MB. Each rank runs on a CPU
+of its own (`--no-pin` lets them share).
 """
 
 from __future__ import annotations
@@ -122,12 +123,17 @@ def step(run, params, x, optimizer) -> None:
 
 
 def worker(rank: int, init_file: str, out: str, name: str, quick: bool, steps: int, rounds: int,
-           bucket_mb: float):
+           bucket_mb: float, kinds: list[str], pin: bool):
     torch.set_num_threads(1)
+    cpus = sorted(os.sched_getaffinity(0))
+    if pin and len(cpus) >= WORLD_SIZE:
+        # One CPU per rank: its compute and its gloo threads stay on it instead of migrating between
+        # the ranks' CPUs, which made a round's time swing by 15% either way.
+        os.sched_setaffinity(0, {cpus[rank]})
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=WORLD_SIZE)
     g = torch.Generator().manual_seed(rank)
     configs, first, errors = {}, {}, {}
-    for kind in KINDS:
+    for kind in kinds:
         try:
             run, params, make = configure(kind, name, quick, bucket_mb)
             optimizer = torch.optim.SGD(params.parameters(), lr=1e-3)
@@ -149,8 +155,8 @@ def worker(rank: int, init_file: str, out: str, name: str, quick: bool, steps: i
                 step(run, params, x, optimizer)
             times[kind].append((time.perf_counter() - start) / steps)
     if rank == 0:
-        result = {kind: {"step_ms": statistics.median(t) * 1e3, "first_s": first[kind]}
-                  for kind, t in times.items()}
+        result = {kind: {"step_ms": statistics.median(t) * 1e3, "first_s": first[kind],
+                         "rounds_ms": [round(v * 1e3, 2) for v in t]} for kind, t in times.items()}
         result.update({kind: {"error": e} for kind, e in errors.items()})
         pathlib.Path(out).write_text(json.dumps(result))
     dist.destroy_process_group()
@@ -160,7 +166,7 @@ def measure(name: str, args) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-dist-") as tmp:
         out = os.path.join(tmp, "result.json")
         mp.spawn(worker, args=(os.path.join(tmp, "init"), out, name, args.quick, args.steps, args.rounds,
-                               args.bucket_mb), nprocs=WORLD_SIZE)
+                               args.bucket_mb, args.kind or KINDS, not args.no_pin), nprocs=WORLD_SIZE)
         return json.loads(pathlib.Path(out).read_text())
 
 
@@ -168,8 +174,9 @@ def table(results: dict, info: dict, args) -> str:
     lines = [
         "# Distributed training step: eager, torch.compile and torchsmith (gloo, 2 ranks, CPU)",
         "",
-        f"Machine: {info['cpu']}, {info['cpus_used']} of its {info['cpu_count']} CPUs shared by both ranks "
-        "(1 torch thread each), "
+        f"Machine: {info['cpu']}, {info['cpus_used']} of its {info['cpu_count']} CPUs, "
+        + ("shared by both ranks" if args.no_pin or info["cpus_used"] < WORLD_SIZE else "one for each rank")
+        + " (1 torch thread each), "
         f"{info['platform']}; Python {info['python']}, torch {info['torch']}; {info['date']}.",
         f"Step = forward, backward (gradients all-reduced or reduce-scattered over gloo) and an SGD step; "
         f"median over {args.rounds} interleaved rounds of {args.steps} steps, rank 0's wall time; "
@@ -195,8 +202,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="tiny models, few steps; writes nothing")
     parser.add_argument("--only", action="append", choices=["mlp", "gpt2"], help="one workload (repeatable)")
+    parser.add_argument("--kind", action="append", choices=KINDS, help="one configuration (repeatable)")
     parser.add_argument("--steps", type=int, default=None, help="steps per configuration per round")
     parser.add_argument("--rounds", type=int, default=None, help="timed rounds")
+    parser.add_argument("--no-pin", action="store_true", help="let ranks share all CPUs (default: one each)")
     parser.add_argument("--bucket-mb", type=float, default=1.0, help="DDP bucket_cap_mb")
     args = parser.parse_args()
     args.steps = args.steps or (2 if args.quick else 5)
@@ -206,7 +215,7 @@ def main() -> None:
     info = machine({"cpus_used": len(os.sched_getaffinity(0))})
     text = table(results, info, args)
     print(text)
-    if not args.quick:
+    if not args.quick and not args.kind:
         (RESULTS / "distributed.json").write_text(json.dumps({"machine": info, "results": results}, indent=1))
         (RESULTS / "distributed.md").write_text(text)
 
