@@ -204,3 +204,36 @@ def test_bias_add_joins_the_matmul_as_addmm(monkeypatch):
     monkeypatch.setattr(compile_fx, "lower", functools.partial(lower, addmm=True))
     inputs = [torch.randn(*shape) for shape, _ in types.values()]
     assert_matches_eager(compile_graph(graph), graph, *inputs)
+
+
+@pytest.mark.parametrize("seq_first", [True, False])
+def test_linear_on_a_sequence_first_view_is_one_mm(seq_first):
+    """nn.MultiheadAttention with batch_first=True projects a (L, B, E) transposed view of its input:
+    aten's matmul makes that a bmm with the weight broadcast over L (no fold without a copy). Its rows
+    are the input's rows in memory order, so it runs as one mm over all of them, read back through
+    strides."""
+
+    def body(b, x, w, bias):
+        view = b.op("aten.transpose.int", x, 0, 1) if seq_first else x  # (6, 4, 16) or (4, 6, 16)
+        batch, rows = (6, 4) if seq_first else (4, 6)
+        weight = b.op("aten.expand.default", b.op("aten.t.default", w), [batch, 16, 24])
+        return (b.op("aten.add.Tensor", b.op("aten.bmm.default", view, weight), bias),)
+
+    types = {"x": ((4, 6, 16), F32), "w": ((24, 16), F32), "bias": ((24,), F32)}
+    graph = make_graph("seq_first_linear", types, body)
+    inputs = [torch.randn(4, 6, 16), torch.randn(24, 16), torch.randn(24)]
+    program = lower(to_prims(graph))
+    kernels = [b.kernel for b in program.buffers if isinstance(b, ExternCall)]
+    assert kernels == ["prims.mm"], kernels
+    assert_matches_eager(compile_graph(graph, inputs), graph, *inputs, atol=1e-5, rtol=1e-5)
+
+
+def test_bmm_of_distinct_matrices_stays_a_bmm():
+    def body(b, x, y):
+        return (b.op("aten.bmm.default", b.op("aten.transpose.int", x, 0, 1), y),)
+
+    graph = make_graph("bmm", {"x": ((5, 3, 8), F32), "y": ((3, 8, 7), F32)}, body)
+    inputs = [torch.randn(5, 3, 8), torch.randn(3, 8, 7)]
+    program = lower(to_prims(graph))
+    assert [b.kernel for b in program.buffers if isinstance(b, ExternCall)] == ["prims.bmm"]
+    assert_matches_eager(compile_graph(graph, inputs), graph, *inputs, atol=1e-5, rtol=1e-5)

@@ -6,11 +6,11 @@ import dataclasses
 
 import torch
 
-from torchsmith.inductor.loop_ir.program import ExternCall, Layout
+from torchsmith.inductor.loop_ir.program import ExternCall, Layout, TensorView
 from torchsmith.inductor.lowering.channels_last import lower_convolution_channels_last
 from torchsmith.inductor.lowering.fallback import extern_params
 from torchsmith.inductor.lowering.lower import LoweringContext, register_lowering
-from torchsmith.inductor.lowering.view_refs import ViewRef, strided_ref
+from torchsmith.inductor.lowering.view_refs import ViewRef, as_tensor_view, strided_ref
 from torchsmith.inductor.runtime.aligned_matmul import padded_columns
 from torchsmith.ir import Node, Value
 from torchsmith.ir.types import TensorType
@@ -18,6 +18,10 @@ from torchsmith.ir.types import TensorType
 
 @register_lowering("prims.mm", "prims.bmm")
 def _lower_matmul(ctx: LoweringContext, node: Node) -> ViewRef:
+    if node.op == "prims.bmm":
+        one_matrix = _shared_matrix_bmm(ctx, node)
+        if one_matrix is not None:
+            return one_matrix
     (ref,) = ctx.extern(node, node.op, tensors=node.args)
     t = node.outputs[0].type
     # Only when asked (lower(addmm=True)): Triton fuses an mm's consumers into its own template.
@@ -26,6 +30,46 @@ def _lower_matmul(ctx: LoweringContext, node: Node) -> ViewRef:
     if node.op == "prims.mm" and needs_aligned_columns(t):
         return _aligned_columns(ctx, ref, "extern.aligned_mm")
     return ref
+
+
+def _rows_as_one_dim(batch, rows, batch_stride, row_stride):
+    """(stride of the merged rows, strides of the (batch, row) result dims in a dense product) when
+    the rows of every batch element form one strided run of rows in memory, else None: batch-major
+    (a contiguous input) or row-major across the batch (a sequence-first view of a batch-first tensor,
+    as nn.MultiheadAttention makes)."""
+    if batch_stride == rows * row_stride:
+        return row_stride, lambda n: (rows * n, n)
+    if row_stride == batch * batch_stride:
+        return batch_stride, lambda n: (n, batch * n)
+    return None
+
+
+def _shared_matrix_bmm(ctx: LoweringContext, node: Node) -> ViewRef | None:
+    """A bmm whose right operand is one matrix broadcast over the batch (a linear layer applied to
+    a 3-d input whose rows do not merge into a 2-d view in index order) as a single mm over all
+    rows taken in memory order; the product is read back through strides. A batched product with a
+    stride-0 batch is several times slower in the library than one mm of the same work. None when
+    the operands do not have that form (then the bmm is called as is)."""
+    lhs, rhs = (as_tensor_view(ctx.ref(v)) for v in node.args)
+    out = node.outputs[0].type
+    if lhs is None or rhs is None or not all(isinstance(d, int) for d in (*lhs.shape, *rhs.shape)):
+        return None
+    if not all(isinstance(s, int) for s in (*lhs.strides, *rhs.strides)):
+        return None
+    batch, rows, inner = lhs.shape
+    columns = rhs.shape[2]
+    if batch < 2 or rows < 2 or rhs.strides[0] != 0:
+        return None
+    merged = _rows_as_one_dim(batch, rows, lhs.strides[0], lhs.strides[1])
+    if merged is None:
+        return None
+    row_stride, product_strides = merged
+    a = TensorView(lhs.buffer, (batch * rows, inner), (row_stride, lhs.strides[2]), lhs.offset, lhs.dtype)
+    b = TensorView(rhs.buffer, (inner, columns), rhs.strides[1:], rhs.offset, rhs.dtype)
+    name = ctx.fresh(node.outputs[0].name)
+    layout = Layout((batch * rows, columns), (columns, 1), out.dtype)
+    ctx.buffers.append(ExternCall(name, layout, "prims.mm", (a, b), ctx.origin))
+    return strided_ref(name, out.shape, (*product_strides(columns), 1), out.dtype)
 
 
 def fuse_bias_add(ctx: LoweringContext, node: Node) -> ViewRef | None:
