@@ -123,14 +123,16 @@ def test_vector_norms_are_reductions_and_other_orders_run_eagerly():
 
 
 def test_row_and_column_reductions_of_one_input_stay_in_their_own_kernels(caplog):
+    # A column variance beside a row norm: only column sums share a pass over the rows
+    # (test_cross_reductions.py), so each reads x in its own kernel.
     def body(b, x):
-        var, mean = b.op("aten.var_mean.correction", x, [1], correction=1)
-        return var, mean, b.op("aten.linalg_vector_norm.default", x, 2, [0])
+        var, mean = b.op("aten.var_mean.correction", x, [0], correction=1)
+        return var, mean, b.op("aten.linalg_vector_norm.default", x, 2, [1])
 
     graph = make_graph("row_and_column", {"x": ((64, 64), F32)}, body)
     with caplog.at_level(logging.INFO, logger="torchsmith.inductor.fusion"):
         compiled = compile_graph(graph)
-    assert "column kernel linalg_vector_norm_acc: reduces a strided dim in one read" in caplog.text
+    assert "column kernel var_mean_1, var_mean_m2: reduces a strided dim in one read" in caplog.text
     refused = [d for d in compiled.decisions if not d.taken and "cannot vectorize both" in d.reason]
     assert refused, [str(d) for d in compiled.decisions]
     assert BLOCKED in compiled.source

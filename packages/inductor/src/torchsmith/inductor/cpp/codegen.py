@@ -17,6 +17,7 @@ from torchsmith.inductor.cpp import indirect as cpp_indirect
 from torchsmith.inductor.cpp import vector_math
 from torchsmith.inductor.cpp.build import KERNEL_MARK
 from torchsmith.inductor.cpp.column_reduction import emit_column_kernel, is_column_reduction, merge_kept_dims
+from torchsmith.inductor.cpp.cross_reduction import cross_parts, emit_cross_kernel
 from torchsmith.inductor.cpp.dtypes import cpp_type, storage_type, store_code
 from torchsmith.inductor.cpp.expr import BodyWriter, cpp_index
 from torchsmith.inductor.cpp.indirect import INDIRECT_PRELUDE, uses_indirect
@@ -175,12 +176,14 @@ def _emit_kernel(
     `welford_m2` buffer of the same value and ranges in one group are computed by one reduction.
     Members named in `local` (see `local_buffers`) live in arrays of the outer iteration, not memory.
     """
-    if _same_loops(group):
+    cross = cross_parts(group)
+    if cross is None and _same_loops(group):
         # One loop over kept dims that every read and store sees as one run (a channels-last
         # reduction over C: 25088 rows, not 8 x 56 x 56 collapsed loops).
         group = merge_kept_dims(group)
-    outer = _outer_ranges(group)
-    group, arrays = localize(group, local, len(outer))
+    # A cross kernel's rows and columns share no outer loop; it keeps no buffer local.
+    outer = () if cross else _outer_ranges(group)
+    group, arrays = localize(group, local, len(outer)) if not cross else (group, [])
     dtypes = {b.name: b.layout.dtype for b in program.buffers} | {
         i.name: i.layout.dtype for i in program.inputs
     }
@@ -197,6 +200,10 @@ def _emit_kernel(
     params += [f"const {storage_type(dtypes[n])}* __restrict__ {pointer_of[n]}" for n in reads]
     params += [f"int64_t {s}" for s in program.symbols]
     lines = [f'extern "C" void {name}({", ".join(params)}) {{']
+    if cross:
+        emit_cross_kernel(group, pointer_of, lines, _work_condition, _row_emitter(cross[0], pointer_of))
+        lines.append("}")
+        return Kernel(name, writes, reads), "\n".join(lines)
     if is_column_reduction(group):
         emit_column_kernel(group, pointer_of, lines, _work_condition)
         lines.append("}")
@@ -234,6 +241,23 @@ def _emit_kernel(
         lines.append(f"{'  ' * (depth + 1)}}}")
     lines.append("}")
     return Kernel(name, writes, reads), "\n".join(lines)
+
+
+def _row_emitter(rows: list[ComputedBuffer], pointer_of):
+    """What a cross kernel calls to write its row members' statements for one row (`i0`): each
+    reduction (a welford pair once) and epilogue as in a row kernel's outer iteration."""
+
+    def emit(lines: list[str], indent: str, counter) -> None:
+        done: set = set()
+        for buffer in rows:
+            key = _welford_key(buffer)
+            if key in done:
+                continue
+            done.add(key)
+            partners = [b for b in rows if _welford_key(b) == key]
+            _emit_member(partners, 1, pointer_of, lines, indent, counter, False)
+
+    return emit
 
 
 def _emit_joint(group: tuple[ComputedBuffer, ...], pointer_of, lines: list[str]) -> None:
@@ -364,7 +388,9 @@ def local_buffers(program: LoopProgram, groups: list[Group]) -> frozenset[str]:
 
     def outer_of(group):
         # Members threaded one by one (few outer iterations) share the iteration's arrays: still fine.
-        return None if is_column_reduction(group) else _outer_ranges(group)
+        if is_column_reduction(group) or cross_parts(group) is not None:
+            return None
+        return _outer_ranges(group)
 
     return kernel_locals(program, groups, outer_of)
 

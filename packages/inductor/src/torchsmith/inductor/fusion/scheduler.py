@@ -21,6 +21,7 @@ import sympy
 
 from torchsmith.inductor.cpp.codegen import PARALLEL_THRESHOLD, SPLIT_REDUCTION_BELOW, joint_pointwise
 from torchsmith.inductor.cpp.column_reduction import column_like
+from torchsmith.inductor.cpp.cross_reduction import cross_parts
 from torchsmith.inductor.loop_ir.index_math import split_index, variable_ranges
 from torchsmith.inductor.loop_ir.program import (
     Buffer,
@@ -145,7 +146,8 @@ def _has_indirect(expr) -> bool:
 def _column_mix(members: list[ComputedBuffer]) -> str | None:
     """Why a column reduction (vectorized across its kept dim, cpp/column_reduction.py) cannot share a
     kernel with a sibling row reduction: one loop nest cannot vectorize both, and the pair would fall
-    back to the strided loop, so each reads the input in its own kernel."""
+    back to the strided loop, so each reads the input in its own kernel. (Column sums beside row
+    reductions of one 2-D input share a pass over its rows instead: `cross_parts`, checked first.)"""
     reductions = [m for m in members if isinstance(m.body, Reduction)]
     columns = [m for m in reductions if column_like(m.body)]
     rows = [m for m in reductions if not column_like(m.body)]
@@ -183,6 +185,8 @@ def _cannot_join(group: list[ComputedBuffer], buffer: ComputedBuffer, target: st
     scatter = next((m for m in members if isinstance(m.body, Scatter)), None)
     if scatter is not None:
         return f"{scatter.name} writes at data-chosen positions: a scatter loop is a kernel of its own"
+    if target == "cpp" and cross_parts(members) is not None:
+        return None  # row and column reductions of one input: one pass (cpp/cross_reduction.py)
     outer = min((m.body.ranges for m in members), key=len)
     shown = [format_dim(d) for d in outer]
     for m in members:
@@ -258,10 +262,13 @@ def schedule(program: LoopProgram, target: str = "cpp") -> Schedule:
                 partner = inside[0] if inside else next(m.name for m in steps[j] if reads_of(m) & reads)
                 reason = _cannot_join(steps[j], buffer, target)
                 if reason is None:
-                    outer = min((m.body.ranges for m in [*steps[j], buffer]), key=len)
+                    joined = [*steps[j], buffer]
+                    outer = min((m.body.ranges for m in joined), key=len)
                     what = f"reads {', '.join(inside)}" if inside else f"reads {', '.join(shared)} too"
-                    decide(kind, partner, buffer.name, True,
-                           f"{what} inside the shared loops {[format_dim(d) for d in outer]}")  # fmt: skip
+                    where = f"inside the shared loops {[format_dim(d) for d in outer]}"
+                    if target == "cpp" and cross_parts(joined) is not None:
+                        where = "in one pass over the rows (row and column reductions)"
+                    decide(kind, partner, buffer.name, True, f"{what} {where}")
                     chosen = j
                     break
                 decide(kind, partner, buffer.name, False, reason)
