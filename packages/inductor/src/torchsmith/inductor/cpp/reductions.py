@@ -40,6 +40,10 @@ CHUNK = 4096
 # Rows up to this long keep their reduction variables in LANES explicit lanes (`_lane_loop`).
 SHORT_ROW = 1024
 LANES = 16
+# Welford's passes over a longer row keep their variables in this many explicit lanes: one vector
+# accumulator would make each pass wait on the add's latency at every step (sums, max and min of a
+# long row wait on memory instead, and keep GCC's reduction loop).
+LONG_LANES = 64
 # argmax/argmin look for the best value's first position in blocks of this many elements.
 ARG_BLOCK = 64
 # Per-thread partial states live in fixed arrays of this many entries (threads beyond it are not used).
@@ -127,12 +131,18 @@ class ReductionEmitter:
         )
         return writer.value(self.body.value)
 
-    def _simd_loop(self, indent: str, lo: str, hi: str, clause: str, update, lanes=None) -> None:
+    def _simd_loop(
+        self, indent: str, lo: str, hi: str, clause: str, update, lanes=None, long_lanes: bool = False
+    ) -> None:
         """A vectorized loop of the innermost reduction var over [lo, hi); `update(value)` -> stmt.
         What does not depend on the loop var is computed once, before the loop. `lanes` ({reduction
-        variable: C++ type}): in a short row, the variables are kept in `LANES` explicit lanes."""
+        variable: C++ type}): in a short row, the variables are kept in `LANES` explicit lanes, and
+        with `long_lanes` in a longer one in `LONG_LANES`."""
         if lanes and self._short:
             self._lane_loop(indent, lo, hi, clause, update, lanes)
+            return
+        if lanes and long_lanes:
+            self._lane_loop(indent, lo, hi, clause, update, lanes, LONG_LANES)
             return
         v = self.rvars[-1]
         start = len(self.lines)
@@ -143,12 +153,15 @@ class ReductionEmitter:
         self.lines.append(f"{indent}}}")
         self.lines[start:start] = hoisted
 
-    def _lane_loop(self, indent: str, lo: str, hi: str, clause: str, update, lanes: dict) -> None:
-        """The loop of `_simd_loop` over a short row: each reduction variable in `LANES` lanes (an
-        array that one vector holds), `LANES` elements per step, the lanes then combined by the
-        clause's operators and the tail added one element at a time. GCC's code for an OpenMP
-        reduction of a few vectors spends more around the loop than in it."""
-        v, lines, n = self.rvars[-1], self.lines, LANES
+    def _lane_loop(
+        self, indent: str, lo: str, hi: str, clause: str, update, lanes: dict, n: int = LANES
+    ) -> None:
+        """The loop of `_simd_loop` over a short row (or a welford pass over a longer one): each
+        reduction variable in `n` lanes (an array that one vector, or a few, holds), `n` elements per
+        step, the lanes then combined by the clause's operators and the tail added one element at a
+        time. GCC's code for an OpenMP reduction of a few vectors spends more around the loop than in
+        it, and its one vector accumulator waits on the add's latency at every step."""
+        v, lines = self.rvars[-1], self.lines
         ops = {name.strip(): op for op, names in re.findall(r"reduction\(([^:]+):([^)]+)\)", clause)
                for name in names.split(",")}  # fmt: skip
         lb = f"{next(iter(lanes))}_j"  # named after the first variable: unique in the kernel
@@ -228,7 +241,7 @@ class ReductionEmitter:
             t = cpp_type(vd)
             self.lines.append(f"{indent}{t} {p}_sum = 0;")
             self._simd_loop(
-                indent, lo, hi, f"reduction(+:{p}_sum)", lambda v: f"{p}_sum += {v};", {f"{p}_sum": t}
+                indent, lo, hi, f"reduction(+:{p}_sum)", lambda v: f"{p}_sum += {v};", {f"{p}_sum": t}, True
             )
             self.lines.append(f"{indent}const {t} {p}_cnt = static_cast<{t}>({hi} - {lo});")
             self.lines.append(f"{indent}const {t} {p}_cm = {p}_sum / {p}_cnt;")
@@ -236,7 +249,7 @@ class ReductionEmitter:
             self._simd_loop(
                 indent, lo, hi, f"reduction(+:{p}_q, {p}_e)",
                 lambda v: f"{{ const {t} d = {v} - {p}_cm; {p}_q += d * d; {p}_e += d; }}",
-                {f"{p}_q": t, f"{p}_e": t},
+                {f"{p}_q": t, f"{p}_e": t}, True,
             )  # fmt: skip
             # `cm` carries the rounding error of the float sum; the deviations' own sum `e` corrects
             # mean and M2 for it (M2 about cm = M2 about the mean + e^2/n).
