@@ -12,7 +12,7 @@ from torchsmith.autograd_aot import (
     trace,
 )
 from torchsmith.autograd_aot.runtime import run_program
-from torchsmith.ir import GraphBuilder, TensorType, interpret
+from torchsmith.ir import GraphBuilder, TensorType, interpret, symbol
 
 
 def f32(*shape, grad=False):
@@ -85,6 +85,42 @@ def test_output_aliasing_an_input_is_a_view_of_it():
     t, row = aot_eager(graph, [x])(x)
     assert t._base is x and row._base is x
     assert torch.equal(t, x.t()) and torch.equal(row, x[0])
+
+
+def test_output_views_are_planned_once_and_view_each_calls_tensors():
+    def program(b, x):
+        y = b.op("torch.mul", x, 2.0)
+        return b.op("torch.Tensor.t", y), b.op("torch.Tensor.narrow", y, 1, 1, 2), b.op("torch.Tensor.t", x)
+
+    graph = build(program, f32(3, 4))
+    fn = aot_eager(graph, [torch.randn(3, 4)])
+    planned = fn.last_program.output_views()
+    assert all(steps is not None and len(steps) == 1 for steps in planned)
+    for _ in range(2):  # each call's views are of that call's tensors, not of the first call's
+        x = torch.randn(3, 4)
+        t, part, xt = fn(x)
+        assert torch.equal(t, (x * 2).t()) and torch.equal(part, (x * 2).narrow(1, 1, 2))
+        assert t._base is part._base and xt._base is x and torch.equal(xt, x.t())
+    assert fn.last_program.output_views() is planned
+
+
+def test_output_views_with_symbolic_sizes_use_each_calls_sizes():
+    s0 = symbol("s0")
+    b = GraphBuilder("program")
+    x = b.input("x", TensorType.make((s0, 4), torch.float32))
+    y = b.op("torch.mul", x, 2.0, out_type=TensorType.make((s0, 4), torch.float32))
+    view = b.op("torch.Tensor.view", y, s0, 2, 2, out_type=TensorType.make((s0, 2, 2), torch.float32))
+    tail = b.op("torch.Tensor.narrow", y, 0, 1, s0 - 1, out_type=TensorType.make((s0 - 1, 4), torch.float32))
+    graph = b.build(view, tail)
+    fn = aot_eager(graph, [torch.randn(4, 4)])
+    assert fn.last_program.output_views() == (None, None)  # sizes bound per call, not planned
+    for n in (3, 5, 4):
+        x = torch.randn(n, 4)
+        out = fn(x)
+        assert [o.shape for o in out] == [(n, 2, 2), (n - 1, 4)]
+        for actual, expected in zip(out, interpret(graph, x)):
+            assert torch.equal(actual, expected)
+    assert len(fn.symbolic) == 1
 
 
 def test_input_returned_as_is_is_the_same_object():

@@ -41,7 +41,8 @@ from torchsmith.ir import (
     evaluate,
     interpret,
 )
-from torchsmith.ir.interpreter import bind_symbols, run_node
+from torchsmith.ir.interpreter import bind_symbols, run_node, thaw
+from torchsmith.ir.registry import lookup_op
 
 Compiler = Callable[[Graph, list], Callable]
 log = logging.getLogger("torchsmith.autograd_aot")
@@ -79,6 +80,7 @@ class CompiledProgram:
     _kept_inputs: "KeptInputs | None" = field(default=None, repr=False)
     _tangent_layouts: tuple | None = field(default=None, repr=False)
     _non_differentiable: tuple | None = field(default=None, repr=False)
+    _output_views: tuple | None = field(default=None, repr=False)
     # set by AotFunction.assume_forward_inputs: the compiled backward may skip its input checks
     backward_inputs_checked: bool = field(default=False, repr=False)
 
@@ -94,6 +96,13 @@ class CompiledProgram:
             count = self.traced.num_outputs + len(self.mutated_inputs)
             self._non_differentiable = tuple(i for i in range(count) if i not in differentiable)
         return self._non_differentiable
+
+    def output_views(self) -> tuple:
+        """Per output spec, its view chain as planned steps (`_planned_views`), or None where a
+        step needs the call's size bindings or another tensor (`_replay_views` runs it)."""
+        if self._output_views is None:
+            self._output_views = tuple(_planned_views(spec.chain) for spec in self.traced.output_specs)
+        return self._output_views
 
     def tangent_layouts(self) -> tuple:
         """(output index, layout) of each tangent the backward takes, in its order (`_in_layout`)."""
@@ -247,6 +256,32 @@ def _replay_views(chain, tensor, bindings=None):
     return tensor
 
 
+def _planned_views(chain) -> tuple | None:
+    """`chain` as (function, arguments, keywords, tensor position, result index) steps, each
+    argument but the viewed tensor resolved once, or None when a step cannot be resolved ahead of
+    the call: sizes with symbols, or a tensor other than the one viewed."""
+    steps = []
+    for node, index in chain:
+        source = first_tensor_arg(node)
+        if node_symbols(node) or any(v.name != source.name for v in node.inputs):
+            return None
+        position = next((i for i, a in enumerate(node.args) if a == source), None)
+        if position is None:  # the tensor is passed by keyword
+            return None
+        args = [None if i == position else thaw(a) for i, a in enumerate(node.args)]
+        steps.append((lookup_op(node.op).eager, args, {k: thaw(v) for k, v in node.kwargs}, position, index))
+    return tuple(steps)
+
+
+def _run_views(steps, tensor):
+    for fn, args, kwargs, position, index in steps:
+        args = list(args)
+        args[position] = tensor
+        result = fn(*args, **kwargs)
+        tensor = result[index] if isinstance(result, (list, tuple)) else result
+    return tensor
+
+
 def aliasing_problem(program: CompiledProgram, args) -> str | None:
     """Why these inputs cannot run the compiled program: a mutated input shares storage with another
     input (the same tensor passed twice, overlapping views of one tensor), while the trace treated
@@ -313,19 +348,19 @@ def run_program(program: CompiledProgram, args) -> list:
     # untouched and the call can still be re-run eagerly; views of an input see the write-back.
     bindings = None
     user_outputs = []
-    for spec in program.traced.output_specs:
+    for spec, planned in zip(program.traced.output_specs, program.output_views()):
         if spec.kind == "constant":
             user_outputs.append(spec.value)
             continue
-        if bindings is None and any(node_symbols(node) for node, _ in spec.chain):
-            bindings = bind_symbols(program.forward_graph, args)
         base = outputs[spec.index] if spec.kind == "graph" else args[spec.index]
-        if spec.chain and base.requires_grad and spec.grad_enabled not in (None, torch.is_grad_enabled()):
+        if not spec.chain:
+            out = base
+        elif base.requires_grad and spec.grad_enabled not in (None, torch.is_grad_enabled()):
             # eager took this view in another grad mode than the caller's (in `no_grad`/`enable_grad`)
             with torch.set_grad_enabled(spec.grad_enabled):
-                out = _replay_views(spec.chain, base, bindings)
+                out, bindings = _view_of(program, spec, planned, base, args, bindings)
         else:
-            out = _replay_views(spec.chain, base, bindings)
+            out, bindings = _view_of(program, spec, planned, base, args, bindings)
         if out.is_meta:
             _refuse_meta_output(program, len(user_outputs), args)
         user_outputs.append(out)
@@ -336,6 +371,15 @@ def run_program(program: CompiledProgram, args) -> list:
     if program.traced.metadata_mutations:
         _changed_inputs_as_outputs(program, caller_args, user_outputs)
     return user_outputs
+
+
+def _view_of(program: CompiledProgram, spec, planned, base, args, bindings):
+    """The output `spec` as a view of `base` and the size bindings, bound on first need."""
+    if planned is not None:
+        return _run_views(planned, base), bindings
+    if bindings is None and any(node_symbols(node) for node, _ in spec.chain):
+        bindings = bind_symbols(program.forward_graph, args)
+    return _replay_views(spec.chain, base, bindings), bindings
 
 
 def _refuse_meta_output(program: CompiledProgram, index: int, args) -> None:
