@@ -11,8 +11,7 @@ from torchsmith.inductor import compile_graph
 from torchsmith.inductor.testing import assert_matches_eager, make_graph
 
 F32, F64 = torch.float32, torch.float64
-CROSS = "#pragma omp for schedule(static)\n    for (int64_t rc = 0;"
-ONE_PASS = "in one pass over the rows (row and column reductions)"
+ONE_PASS = "in one pass over the rows (row work and column sums)"
 
 
 def _workload(b, x):
@@ -21,7 +20,7 @@ def _workload(b, x):
 
 
 def _cross_kernels(compiled) -> int:
-    return compiled.source.count("double* colp = new double[")
+    return compiled.source.count("; rc += step) {")
 
 
 @pytest.mark.parametrize("shape", [(301, 77), (700, 90), (1000, 1531)])
@@ -107,3 +106,61 @@ def test_transposed_and_channels_last_inputs_keep_their_own_kernels():
     compiled = compile_graph(graph)
     assert _cross_kernels(compiled) == 0
     assert_matches_eager(compiled, graph, torch.randn(2, 5, 6, 32), rtol=1e-5, atol=1e-5)
+
+
+def _bias_grad(b, grad, h):
+    # A training backward's bias gradient: the column sum of grad * gelu'(h), whose elements the
+    # weight gradient's matmul reads too (so they are stored).
+    dgelu = b.op("aten.gelu_backward.default", grad, h)
+    return dgelu, b.op("aten.sum.dim_IntList", dgelu, [0])
+
+
+@pytest.mark.parametrize("shape", [(64, 512), (37, 101), (300, 130)])
+def test_column_sum_joins_its_stored_pointwise_producer(shape, caplog):
+    graph = make_graph("bias_grad", {"grad": (shape, F32), "h": (shape, F32)}, _bias_grad)
+    with caplog.at_level(logging.INFO, logger="torchsmith.inductor.fusion"):
+        compiled = compile_graph(graph)
+    assert _cross_kernels(compiled) == 1, compiled.source
+    assert not [d for d in compiled.decisions if not d.taken and "do not extend" in d.reason]
+    assert any(d.taken and d.kind == "vertical" and ONE_PASS in d.reason for d in compiled.decisions)
+    grad, h = torch.randn(*shape), torch.randn(*shape)
+    assert_matches_eager(compiled, graph, grad, h, rtol=1e-5, atol=1e-5)
+    grad[shape[0] // 2, 7] = float("nan")
+    assert_matches_eager(compiled, graph, grad, h, rtol=1e-5, atol=1e-5)
+
+
+def test_producer_of_transposed_and_channels_last_inputs():
+    def transposed(b, grad, h):
+        return _bias_grad(b, b.op("aten.permute.default", grad, [1, 0]), h)
+
+    graph = make_graph("bias_t", {"grad": ((70, 45), F32), "h": ((45, 70), F32)}, transposed)
+    compiled = compile_graph(graph)
+    assert _cross_kernels(compiled) == 1, compiled.source
+    assert_matches_eager(compiled, graph, torch.randn(70, 45), torch.randn(45, 70), rtol=1e-5, atol=1e-5)
+
+    def nhwc(b, y):
+        # A channels-last activation flattened to [N*H*W, C]: the column sum over rows is a
+        # per-channel sum (a bias gradient of a 1x1 convolution).
+        rows = b.op("aten.reshape.default", y, [60, 32])
+        act = b.op("aten.mul.Tensor", rows, rows)
+        return act, b.op("aten.sum.dim_IntList", act, [0])
+
+    graph = make_graph("bias_cl", {"y": ((2, 5, 6, 32), F32)}, nhwc)
+    compiled = compile_graph(graph)
+    assert_matches_eager(compiled, graph, torch.randn(2, 5, 6, 32), rtol=1e-5, atol=1e-5)
+    for shape in [(0, 40), (40, 0)]:
+        graph = make_graph("bias_empty", {"grad": (shape, F32), "h": (shape, F32)}, _bias_grad)
+        assert_matches_eager(compile_graph(graph), graph, torch.randn(*shape), torch.randn(*shape))
+
+
+def test_layer_norm_backward_rows_and_parameter_gradients_in_one_pass():
+    def body(b, grad, x, w, bias):
+        out, mean, rstd = b.op("aten.native_layer_norm.default", x, [96], w, bias, 1e-5)
+        return b.op("aten.native_layer_norm_backward.default", grad, x, [96], mean, rstd, w, bias,
+                    [True, True, True])  # fmt: skip
+
+    types = {"grad": ((200, 96), F32), "x": ((200, 96), F32), "w": ((96,), F32), "bias": ((96,), F32)}
+    graph = make_graph("ln_backward", types, body)
+    compiled = compile_graph(graph)
+    inputs = (torch.randn(200, 96), torch.randn(200, 96) * 3 + 1, torch.randn(96), torch.randn(96))
+    assert_matches_eager(compiled, graph, *inputs, rtol=1e-4, atol=1e-5)

@@ -79,10 +79,12 @@ def test_cross_row_read_is_refused_and_still_correct_shape():
     # softmax over columns of a square matrix: the statistics are indexed by the column (i1), which
     # is not the outer loop of the rows; grouping them would read a column maximum not yet computed.
     _, _, plan = scheduled(make_graph("colsoftmax", {"x": ((16, 16), F32)}, lambda b, x: softmax(b, x, 0)))
-    refused = {d.consumer: d.reason for d in plan.decisions if not d.taken and d.producer != "exp"}
+    refused = {d.consumer: d.reason for d in plan.decisions if not d.taken and d.kind == "vertical"}
     assert "it reads amax at i1, outside the outer iteration" in refused["exp"]
     assert "it reads sum at i1, outside the outer iteration" in refused["div"]
-    assert len(plan.groups) == 4  # nothing shares the row loop with a column statistic
+    # Nothing shares the row loop with a column statistic it reads; the column sum of exp joins the
+    # kernel storing exp (one pass over its rows: cpp/cross_reduction.py).
+    assert [len(g) for g in plan.groups] == [1, 2, 1]
 
 
 def test_siblings_reading_the_same_rows_fuse_horizontally():
@@ -159,7 +161,7 @@ def test_symbolic_sizes_and_non_contiguous_input():
 def test_column_softmax_is_correct_when_grouping_is_refused():
     graph = make_graph("colsoftmax", {"x": ((16, 16), F32)}, lambda b, x: softmax(b, x, 0))
     compiled = compile_graph(graph)
-    assert kernel_count(compiled) == 4
+    assert kernel_count(compiled) == 3  # amax; exp with its column sum; the division
     assert_matches_eager(compiled, graph, torch.randn(16, 16))
 
 

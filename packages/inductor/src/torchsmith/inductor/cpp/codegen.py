@@ -245,11 +245,19 @@ def _emit_kernel(
 
 def _row_emitter(rows: list[ComputedBuffer], pointer_of):
     """What a cross kernel calls to write its row members' statements for one row (`i0`): each
-    reduction (a welford pair once) and epilogue as in a row kernel's outer iteration."""
+    reduction (a welford pair once), pointwise producer and epilogue as in a row kernel's outer
+    iteration. Producers that do not read each other share one vectorized loop (`joint_pointwise`),
+    placed where the last of them is: only the column sums, after the row, read them."""
+    producers = [b for b in rows if isinstance(b.body, Pointwise) and len(b.body.ranges) == 2]
+    joint = len(producers) > 1 and joint_pointwise(producers)
 
     def emit(lines: list[str], indent: str, counter) -> None:
         done: set = set()
         for buffer in rows:
+            if joint and buffer in producers:
+                if buffer is producers[-1]:
+                    _emit_joint_row(producers, pointer_of, lines, indent, counter)
+                continue
             key = _welford_key(buffer)
             if key in done:
                 continue
@@ -258,6 +266,21 @@ def _row_emitter(rows: list[ComputedBuffer], pointer_of):
             _emit_member(partners, 1, pointer_of, lines, indent, counter, False)
 
     return emit
+
+
+def _emit_joint_row(group, pointer_of, lines: list[str], indent: str, counter) -> None:
+    """One row (`i0`) of pointwise siblings over [N, C]: one simd loop over `i1` computing all."""
+    v, size = index_vars(2)[1], group[0].body.ranges[1]
+    at = len(lines)
+    lines.append(f"{indent}#pragma omp simd")
+    lines.append(f"{indent}for (int64_t {v} = 0; {v} < {cpp_index(size)}; ++{v}) {{")
+    hoisted: list[str] = []
+    writer = BodyWriter(pointer_of, lines, indent + "  ", counter, v, hoisted, indent)
+    values = [writer.value(b.body.value) for b in group]
+    for b, value in zip(group, values):
+        lines.append(f"{indent}  {_store_target(b, pointer_of)} = {store_code(value, b.layout.dtype)};")
+    lines.append(f"{indent}}}")
+    lines[at:at] = hoisted
 
 
 def _emit_joint(group: tuple[ComputedBuffer, ...], pointer_of, lines: list[str]) -> None:

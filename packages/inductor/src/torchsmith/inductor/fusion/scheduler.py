@@ -267,7 +267,7 @@ def schedule(program: LoopProgram, target: str = "cpp") -> Schedule:
                     what = f"reads {', '.join(inside)}" if inside else f"reads {', '.join(shared)} too"
                     where = f"inside the shared loops {[format_dim(d) for d in outer]}"
                     if target == "cpp" and cross_parts(joined) is not None:
-                        where = "in one pass over the rows (row and column reductions)"
+                        where = "in one pass over the rows (row work and column sums)"
                     decide(kind, partner, buffer.name, True, f"{what} {where}")
                     chosen = j
                     break
