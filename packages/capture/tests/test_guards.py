@@ -4,7 +4,7 @@ accept and reject exactly what the readable expressions do."""
 import pytest
 import torch
 
-from torchsmith.capture.guards import bind_shared_paths
+from torchsmith.capture.guards import bind_shared_paths, bind_shared_reads
 
 
 def test_submodule_paths_are_looked_up_once():
@@ -33,6 +33,75 @@ def _mlp():
     return torch.nn.Sequential(
         torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()), torch.nn.Linear(4, 2)
     )
+
+
+def test_negative_indices_share_their_paths_too():
+    last = "K2._modules['layer'][-1]"
+    exprs = [f"{last} is K3", f"{last}.training is False", f"len({last}._forward_hooks) == 0"]
+    shared = bind_shared_paths(exprs)
+    assert shared == ["(___p0 := K2._modules['layer'][-1]) is K3", "___p0.training is False",
+                      "len(___p0._forward_hooks) == 0"]
+
+
+def test_a_repeated_dict_read_runs_once():
+    values = {"K1": dict.get, "K2": str.upper}
+    read, other = "K1(L['self'].table, 'sdpa', K4)", "K2(L['self'].name)"
+    exprs = [f"type({read}) is K5", f"{read}.__code__ is K6", f"{other} == 'A'", f"{other} == 'A'",
+             f"{read} is None or {read}", f"{read}.__globals__['torch'] is K7"]
+    reads = bind_shared_reads(exprs, values)
+    assert reads[0] == f"type((___c0 := {read})) is K5"
+    assert reads[1] == "___c0.__code__ is K6"
+    assert reads[2:4] == exprs[2:4]  # not a dict read: called each time
+    assert reads[4] == exprs[4]  # inside an `or`: left alone
+    assert reads[5] == "___c0.__globals__['torch'] is K7"
+    assert bind_shared_paths(reads)[5] == "___c0.__globals__['torch'] is K7"
+
+
+def _tanh(x):
+    return torch.tanh(x)
+
+
+def _sigmoid(x):
+    return torch.sigmoid(x)
+
+
+class _Registry(dict):
+    def get(self, key, default=None):
+        return super().get(key, default)
+
+
+class _Attention(torch.nn.Module):
+    def __init__(self, registry):
+        super().__init__()
+        self.registry = registry
+        self.layers = torch.nn.ModuleList([torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)])
+
+    def forward(self, x):
+        fn = self.registry.get("act", torch.relu)
+        h = fn(self.layers[-1](x)) + self.layers[-1].bias
+        return self.registry.get("act", torch.relu)(h) * self.layers[-1].weight[0, 0]
+
+
+def test_shared_reads_and_negative_paths_still_recompile_on_change(compile_with, backend):
+    registry = _Registry(act=_tanh)
+    model = _Attention(registry)
+    compiled = compile_with(model)
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(compiled(x), model(x))
+    torch.testing.assert_close(compiled(x), model(x))
+    assert len(backend.graphs) == 1  # the guard holds on the second call
+    (entry,) = [e for cache in compiled._session.caches.values() for e in cache.entries]
+    source = entry.guard_set.source_text()
+    assert "(___c0 := " in source and "___c0.__code__" in source and "[-1]) is" in source
+    registry["act"] = _sigmoid  # what the shared read returns changes
+    torch.testing.assert_close(compiled(x), model(x))
+    assert len(backend.graphs) == 2
+    model.layers[-1] = torch.nn.Linear(4, 4)  # the module behind the shared [-1] path changes
+    torch.testing.assert_close(compiled(x), model(x))
+    assert len(backend.graphs) == 3
+    model.layers.append(torch.nn.Linear(4, 4))  # [-1] is now another module
+    torch.testing.assert_close(compiled(x), model(x))
+    assert len(backend.graphs) == 4
 
 
 def test_swapping_a_nested_submodule_recompiles(compile_with, backend):

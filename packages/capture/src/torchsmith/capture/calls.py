@@ -19,6 +19,7 @@ from torchsmith.capture.aten_calls import is_aten_packet, packet_overload
 from torchsmith.capture.builtins import BuiltinOps
 from torchsmith.capture.custom_ops import custom_op_name, custom_op_overload, is_custom_op
 from torchsmith.capture.errors import Unsupported
+from torchsmith.capture.guards import DICT_READS
 from torchsmith.capture.objects import traceable_dataclass
 from torchsmith.capture.python_state import PythonStateOps, is_context_var_method
 from torchsmith.capture.tensors import DATA_DEPENDENT_METHODS, METADATA_METHODS, to_graph_arg
@@ -584,13 +585,7 @@ def allowed_op_name(fn) -> str:
 _ALLOWED: dict = {}
 
 # read-only dict methods capture evaluates on a guarded dict subclass (see read_dict_subclass)
-_DICT_READS = (
-    dict.get,
-    dict.__getitem__,
-    dict.__contains__,
-    collections.abc.Mapping.get,
-    collections.abc.Mapping.__contains__,
-)
+_DICT_READS = DICT_READS
 _PURE_CLASSES = (torch.finfo, torch.iinfo)  # C types made from constants, with no side effect
 _IMMUTABLE_TYPES = (str, bytes, int, float, complex, bool, tuple, frozenset)
 

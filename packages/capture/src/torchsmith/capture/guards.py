@@ -13,6 +13,7 @@ so a call pays for one Python function and no interpretation. A failed check is 
 recompile log) by evaluating the expressions one by one, which only happens on a miss.
 """
 
+import collections.abc
 import re
 import types
 
@@ -245,6 +246,7 @@ class GuardSet:
         """The guard function's source; with `share_paths`, each submodule path is looked up once."""
         exprs = [self._fast.get(e, e) for e in self.exprs]
         if share_paths:
+            exprs = bind_shared_reads(exprs, self.ns.values)
             exprs = bind_shared_paths(_reuse_tensor_locals(exprs, self._tensor_locals))
         body = " and\n                ".join(exprs) or "True"
         return (
@@ -305,8 +307,8 @@ def _reuse_tensor_locals(exprs: list[str], tensor_locals: dict[str, str]) -> lis
 
 
 # A source path (`L['self']._modules['fc']._parameters['weight']`, `G['x'][0]`) and its segments.
-_SOURCE = re.compile(r"\b[LG]\['[^'\\]*'\](?:\.\w+|\['[^'\\]*'\]|\[\d+\])*")
-_SEGMENT = re.compile(r"\.\w+|\['[^'\\]*'\]|\[\d+\]")
+_SOURCE = re.compile(r"\b[LG]\['[^'\\]*'\](?:\.\w+|\['[^'\\]*'\]|\[-?\d+\])*")
+_SEGMENT = re.compile(r"\.\w+|\['[^'\\]*'\]|\[-?\d+\]")
 _BINDING = re.compile(r"\((___t\d+) := ")
 
 
@@ -363,9 +365,56 @@ def bind_shared_paths(exprs: list[str]) -> list[str]:
     return [_PATH.sub(replace, e) if ok else e for e, ok in zip(exprs, eligible)]
 
 
-# A source path from an argument, a global or a constant, with at least one step.
-_ROOT = re.compile(r"[LG]\['[^'\\]*'\]|K\d+")
-_PATH = re.compile(r"\b(?:[LG]\['[^'\\]*'\]|K\d+)(?:\.\w+|\['[^'\\]*'\]|\[\d+\])+")
+# A source path from an argument, a global, a constant or a shared read, with at least one step.
+_ROOT = re.compile(r"[LG]\['[^'\\]*'\]|K\d+|___c\d+")
+_PATH = re.compile(r"\b(?:[LG]\['[^'\\]*'\]|K\d+|___c\d+)(?:\.\w+|\['[^'\\]*'\]|\[-?\d+\])+")
+
+
+# Read-only methods of dicts and mappings that capture calls while tracing (a dict subclass's
+# `get`, reached as `super().get(key)`); its guards repeat the read as a source, `K3(path, 'key')`.
+DICT_READS = (
+    dict.get,
+    dict.__getitem__,
+    dict.__contains__,
+    collections.abc.Mapping.get,
+    collections.abc.Mapping.__contains__,
+)
+# A call of a constant with arguments that hold no call: paths, literals and constants.
+_READ_CALL = re.compile(r"(?<![\w.])(K\d+)\(([^()]*)\)")
+
+
+def bind_shared_reads(exprs: list[str], values: dict) -> list[str]:
+    """Rewrite the conjuncts so that a dict read (`DICT_READS`) that several of them make with
+    the same arguments runs once, into a local `___cN`, at its first use; later uses read the local
+    (and `bind_shared_paths` shares paths from it). A mapping's `get` is Python code of its class
+    (transformers' attention registry): T5's guard repeated one such read 17 times. The guard reads
+    and changes nothing, so one read answers for all of them; the conjuncts about its result
+    (identity, code, globals) still all run. Only conjuncts that always run bind or read a local,
+    as in `bind_shared_paths`."""
+
+    def is_read(name: str) -> bool:
+        value = values.get(name)
+        return any(value is read for read in DICT_READS)
+
+    eligible = [not _NOT_ALWAYS_EVALUATED.search(e) for e in exprs]
+    uses: dict[str, int] = {}
+    for expr, ok in zip(exprs, eligible):
+        if ok:
+            for match in _READ_CALL.finditer(expr):
+                if is_read(match.group(1)):
+                    uses[match.group(0)] = uses.get(match.group(0), 0) + 1
+    local_of: dict[str, str] = {}
+
+    def replace(match: re.Match) -> str:
+        call = match.group(0)
+        if uses.get(call, 0) < 2:
+            return call
+        if call in local_of:
+            return local_of[call]
+        local_of[call] = f"___c{len(local_of)}"
+        return f"({local_of[call]} := {call})"
+
+    return [_READ_CALL.sub(replace, e) if ok else e for e, ok in zip(exprs, eligible)]
 
 
 def _prefixes(path: str) -> list[str]:
