@@ -286,16 +286,25 @@ def aliasing_problem(program: CompiledProgram, args) -> str | None:
     """Why these inputs cannot run the compiled program: a mutated input shares storage with another
     input (the same tensor passed twice, overlapping views of one tensor), while the trace treated
     them as separate memory. None when they can."""
+    if not program.mutated_inputs:
+        return None
+    # One pass over the inputs: a decode step mutates a cache per layer among hundreds of weights.
+    mutated = {}
     for i in program.mutated_inputs:
-        if args[i].numel() == 0:
-            continue  # nothing to write, and empty tensors may all report storage address 0
-        storage = args[i].untyped_storage().data_ptr()
-        for j, other in enumerate(args):
-            if j != i and isinstance(other, torch.Tensor) and other.untyped_storage().data_ptr() == storage:
-                name_i = program.traced.graph.inputs[i].name
-                name_j = program.traced.graph.inputs[j].name
-                return (f"input %{name_i} is mutated by the compiled graph and shares storage with input "
-                        f"%{name_j}; the graph was traced for separate tensors")
+        if args[i].numel() != 0:  # nothing to write, and empty tensors may all report address 0
+            mutated.setdefault(args[i].untyped_storage().data_ptr(), i)
+    if not mutated:
+        return None
+    for j, other in enumerate(args):
+        if not isinstance(other, torch.Tensor):
+            continue
+        i = mutated.get(other.untyped_storage().data_ptr())
+        if i is None or i == j:
+            continue
+        name_i = program.traced.graph.inputs[i].name
+        name_j = program.traced.graph.inputs[j].name
+        return (f"input %{name_i} is mutated by the compiled graph and shares storage with input "
+                f"%{name_j}; the graph was traced for separate tensors")
     return None
 
 
@@ -328,6 +337,11 @@ def run_program(program: CompiledProgram, args) -> list:
     problem = aliasing_problem(program, args)
     if problem is not None:
         raise AliasingError(f"{problem}. Pass a clone of one of them")
+    return _run_checked(program, args)
+
+
+def _run_checked(program: CompiledProgram, args) -> list:
+    """`run_program` for inputs `aliasing_problem` has accepted."""
     caller_args = args
     if program.traced.metadata_mutations:
         args = _apply_metadata_mutations(program, args)
@@ -544,7 +558,7 @@ class AotFunction:
             self.last_run_compiled = False
             return self.run_eagerly(args, problem)
         self.last_run_compiled = True
-        return run_program(program, args)
+        return _run_checked(program, args)
 
     def program_for(self, args) -> CompiledProgram:
         """The compiled program for these inputs, compiling it on first sight of their signature."""
@@ -570,7 +584,7 @@ class AotFunction:
         problem = aliasing_problem(program, args)
         if problem is not None:
             return self.run_eagerly(args, problem)
-        return run_program(program, args)
+        return _run_checked(program, args)
 
     def run_eagerly(self, args, reason: str) -> list:
         """Run the torch-level graph as eager ops for this call, after one warning (later ones are
