@@ -150,12 +150,54 @@ def test_cuda_graph_replays_and_never_overwrites_returned_outputs():
     graph = make_graph("replay", {"x": t(64, 128), "y": t(64, 128)}, body)
     compiled = compile_graph_triton(graph, options={"triton.cudagraphs": True})
     x1, y1, x2, y2 = randn(64, 128), randn(64, 128), randn(64, 128), randn(64, 128)
-    first = compiled(x1, y1)[0]
+    compiled(x1, y1)  # the first call of a signature runs without recording
+    first = compiled(x2, y2)[0]
     kept = first.clone()
-    second = compiled(x2, y2)[0]
+    second = compiled(x1, y1)[0]
     assert compiled.recordings == 1 and compiled.replays == 2
     torch.testing.assert_close(first, kept)  # the second replay did not write into the first result
-    torch.testing.assert_close(second, (x2 * y2).sum(1), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(second, (x1 * y1).sum(1), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.skipif(not ON_GPU, reason="CUDA graphs need a GPU")
+def test_cuda_graph_reads_inputs_at_a_stable_address_in_place():
+    """A weight passed at one address is read where it lies (a change to it shows in the next
+    replay without a copy); an input that moves is copied; a weight that moves is recorded again."""
+    weight, other_weight = randn(8, 8), randn(8, 8)
+    runner = cudagraphify(lambda x, w: [x @ w])
+    first_x = randn(4, 8)  # kept alive: the next input must not reuse its memory
+    runner(first_x, weight)
+    x = randn(4, 8)
+    torch.testing.assert_close(runner(x, weight)[0], x @ weight)
+    assert runner.recordings == 1
+    (recording,) = runner.signatures[0].recordings
+    assert [k for k, _ in recording.in_place] == [1] and [k for k, _ in recording.copied] == [0]
+    weight.mul_(2)  # read in place: the replay sees the new values
+    x = randn(4, 8)
+    torch.testing.assert_close(runner(x, weight)[0], x @ weight)
+    torch.testing.assert_close(runner(x, other_weight)[0], x @ other_weight)
+    assert runner.recordings == 2 and runner.replays == 3
+
+
+@pytest.mark.skipif(not ON_GPU, reason="CUDA graphs need a GPU")
+def test_cuda_graph_writes_back_into_the_input_itself():
+    """`written_back={1: 0}`: output 1 is the new value of input 0, written into it by the replay;
+    the call returns the input itself at that position, as a functionalized in-place update wants."""
+    cache = torch.zeros(4, 8, device=DEVICE)
+
+    def step(cache, row, pos):
+        return [row.sum(), cache.index_copy(0, pos, row)]
+
+    runner = cudagraphify(step, written_back={1: 0})
+    for i in range(4):
+        row, pos = randn(1, 8), torch.tensor([i], device=DEVICE)
+        expected = cache.index_copy(0, pos, row)
+        total, new = runner(cache, row, pos)
+        if new is not cache:  # the first call runs as it is: the caller writes back
+            cache.copy_(new)
+        torch.testing.assert_close(cache, expected)
+        torch.testing.assert_close(total, row.sum())
+    assert runner.recordings == 1 and runner.replays == 3
 
 
 def test_matmul_consumer_runs_as_the_template_epilogue(monkeypatch):

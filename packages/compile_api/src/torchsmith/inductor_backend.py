@@ -86,13 +86,30 @@ def inductor_backend(graph: Graph, example_inputs, options: dict | None = None) 
     # checking it up front would only cost a second lowering of the backward; with
     # fallback="raise" the user wants the error now, not inside `.backward()`.
     raising = (options or {}).get("fallback", "eager") != "eager"
-    return aot_compile(
+    function = aot_compile(
         graph,
         example_inputs,
         lambda g, inputs: compile_for_device(keep_custom_ops_whole(g), inputs, options),
         backward_compiler(options), decompose=to_prims_keep,
         check_backward=check_backward if raising else None,
     )
+    write_back_in_place(function)
+    return function
+
+
+def write_back_in_place(function) -> None:
+    """Tell the compiled forward of each inference program which of its outputs the runtime copies
+    back into mutated inputs (`runtime.run_program`: the new values follow the user's outputs), where
+    the forward takes that hint (CUDA graphs write them into the inputs themselves, so a KV cache
+    updated in place is never copied whole). Programs with in-place shape changes pass their inputs
+    as views, and training programs run inside an autograd.Function: neither is told."""
+    for program in function.programs.values():
+        hint = getattr(program.forward_fn, "write_back_into_inputs", None)
+        if hint is None or program.is_training or program.traced.metadata_mutations:
+            continue
+        if program.mutated_inputs:
+            first = program.traced.num_outputs
+            hint({first + j: k for j, k in enumerate(program.mutated_inputs)})
 
 
 def pipeline_text() -> str:

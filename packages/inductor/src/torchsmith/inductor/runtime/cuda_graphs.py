@@ -1,17 +1,26 @@
 """mode="reduce-overhead": replay a compiled graph as a CUDA graph, so a call costs one launch
 instead of one per kernel plus Python.
 
-`cudagraphify(compiled)` returns a callable that, per input signature (shapes, strides, dtypes,
-and the values of non-tensor inputs), warms the graph up once on a side stream (loading and
-autotuning kernels), then records one CUDA graph reading from static copies of the inputs. Each
-call copies the inputs into those static tensors, replays, and returns clones of the outputs:
-the recording's outputs live in a private pool that the next replay overwrites, so handing them
-out would let a later call change a tensor the user still holds (torch.compile instead returns the
-pool's tensors and asks for `cudagraph_mark_step_begin`; we pay one copy per output for safety).
+`cudagraphify(compiled)` returns a callable that keeps recordings per input signature (shapes,
+strides, dtypes, and the values of non-tensor inputs). The first call of a signature runs the
+graph as it is (it compiles and autotunes kernels, and shows which inputs come at which address);
+the second records one CUDA graph. In that recording an input that came at the same address in
+both calls (a parameter, a buffer, a preallocated KV cache) is read where it lies; the others are
+copied into static tensors the graph reads. A replay checks the in-place inputs' addresses and
+records again, with the moved inputs copied, when one changed; so a decode step reads its weights
+and caches without copying them, and pays one small copy for its token and position.
+
+Outputs are clones of the recording's: those live in a private pool that the next replay
+overwrites, so handing them out would let a later call change a tensor the user still holds
+(torch.compile instead returns the pool's tensors and asks for `cudagraph_mark_step_begin`; we pay
+one copy per output for safety). `written_back={output: input}` names outputs the caller copies
+back into an input (functionalized in-place updates): the recording writes them into that input
+itself and the call returns the input, so the caller's `input.copy_(input)` costs nothing and no
+copy of the whole tensor is made.
 
 Graphs that cannot replay correctly run as they are, with the reason logged once on
-`torchsmith.inductor.cudagraphs`: inputs the graph mutates (a replay would not write back
-into the caller's tensor), CPU tensors (a CUDA graph cannot read or write them), or no CUDA.
+`torchsmith.inductor.cudagraphs`: inputs the graph mutates itself (a replay would write only its
+static copies), CPU tensors (a CUDA graph cannot read or write them), or no CUDA.
 """
 
 import logging
@@ -20,6 +29,10 @@ from dataclasses import dataclass
 import torch
 
 log = logging.getLogger("torchsmith.inductor.cudagraphs")
+
+# Recordings per input signature whose inputs read in place sit at other addresses; past this
+# many, a recording copies every tensor input and serves any address.
+MAX_ADDRESS_VARIANTS = 4
 
 
 def skip_reason(inputs, mutated_inputs=()) -> str | None:
@@ -40,74 +53,139 @@ def skip_reason(inputs, mutated_inputs=()) -> str | None:
 @dataclass
 class _Recording:
     graph: "torch.cuda.CUDAGraph"
-    static_inputs: list
-    outputs: list
+    in_place: tuple  # (position, address) of each input the graph reads where it lies
+    copied: tuple  # (position, static tensor) of each input copied before a replay
+    outputs: list  # the recording's outputs; None where the output is written back into an input
+
+    def serves(self, inputs) -> bool:
+        return all(inputs[k].data_ptr() == address for k, address in self.in_place)
+
+
+@dataclass
+class _Signature:
+    """What one input signature has seen: the addresses of its last recorded call (its first call's
+    at first), its recordings, and whether CUDA graphs serve it at all."""
+
+    addresses: tuple
+    recordings: list
+    skipped: str | None  # why these inputs run without CUDA graphs (skip_reason), or None
+
+
+def _addresses(inputs) -> tuple:
+    return tuple(x.data_ptr() if isinstance(x, torch.Tensor) else None for x in inputs)
 
 
 class CudaGraphRunner:
     """`runner(*inputs)` returns what `compiled(*inputs)` returns, by CUDA graph replay when
-    `skip_reason` allows; `recordings` counts the graphs recorded, `skipped` the last reason."""
+    `skip_reason` allows; `recordings` counts the graphs recorded, `replays` the calls served by
+    one, `skipped` the last reason for running without."""
 
-    def __init__(self, compiled, mutated_inputs=()):
+    def __init__(self, compiled, mutated_inputs=(), written_back=None):
         self.compiled = compiled
         self.mutated_inputs = tuple(mutated_inputs)
-        self._recordings: dict[tuple, _Recording] = {}
+        self.written_back = dict(written_back or {})
+        self._signatures: dict[tuple, _Signature] = {}
         self._pool = None
         self.skipped: str | None = None
         self.replays = 0
 
     def __getattr__(self, name):
         # source, program, kernels, timings... of the wrapped graph stay reachable for reports.
+        if name == "compiled":  # not set yet (copying): no recursion
+            raise AttributeError(name)
         return getattr(self.compiled, name)
+
+    def write_back_into_inputs(self, written_back: dict) -> None:
+        """From now on output `j` of `written_back={j: k}` is the new value of input `k` that the
+        caller copies back: recordings write it into input `k` and calls return that input."""
+        self.written_back = dict(written_back)
+        self._signatures.clear()
 
     @property
     def recordings(self) -> int:
-        return len(self._recordings)
+        return sum(len(s.recordings) for s in self._signatures.values())
+
+    @property
+    def signatures(self) -> list:
+        """What each input signature has seen (tests read its recordings)."""
+        return list(self._signatures.values())
 
     def __call__(self, *inputs):
-        reason = skip_reason(inputs, self.mutated_inputs)
-        if reason is not None:
-            if reason != self.skipped:
-                log.info("CUDA graphs skipped for %s: %s", _name(self.compiled), reason)
-            self.skipped = reason
-            return self.compiled(*inputs)
         key = tuple(
-            (tuple(x.shape), x.stride(), x.dtype, x.device) if isinstance(x, torch.Tensor) else ("value", x)
+            (x.shape, x.stride(), x.dtype, x.device) if isinstance(x, torch.Tensor) else ("value", x)
             for x in inputs
         )
-        recording = self._recordings.get(key)
+        signature = self._signatures.get(key)
+        if signature is None:
+            reason = skip_reason(inputs, self.mutated_inputs)
+            self._signatures[key] = _Signature(_addresses(inputs), [], reason)
+            if reason is not None:
+                log.info("CUDA graphs skipped for %s: %s", _name(self.compiled), reason)
+                self.skipped = reason
+            return self.compiled(*inputs)
+        if signature.skipped is not None:
+            self.skipped = signature.skipped
+            return self.compiled(*inputs)
+        recording = next((r for r in signature.recordings if r.serves(inputs)), None)
         if recording is None:
-            recording = self._recordings[key] = self._record(inputs)
-        for static, x in zip(recording.static_inputs, inputs):
-            if isinstance(x, torch.Tensor) and static.data_ptr() != x.data_ptr():
-                static.copy_(x)
+            recording = self._record(inputs, signature)
+            signature.recordings.append(recording)
+        for k, static in recording.copied:
+            static.copy_(inputs[k])
         recording.graph.replay()
         self.replays += 1
-        return [out.clone() for out in recording.outputs]
+        return [inputs[self.written_back[j]] if out is None else out.clone()
+                for j, out in enumerate(recording.outputs)]
 
-    def _record(self, inputs) -> _Recording:
-        static = [
-            torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device).copy_(x)
-            if isinstance(x, torch.Tensor)
-            else x
-            for x in inputs
-        ]
-        # Warm up outside the recording: first launches compile kernels and autotune, which
-        # synchronize and allocate, neither allowed while capturing.
+    def _record(self, inputs, signature: _Signature) -> _Recording:
+        addresses = _addresses(inputs)
+        stable = len(signature.recordings) < MAX_ADDRESS_VARIANTS
+        written = set(self.written_back.values())
+        in_place, copied, graph_inputs = [], [], list(inputs)
+        for k, x in enumerate(inputs):
+            if not isinstance(x, torch.Tensor):
+                continue
+            # An input written back must be the caller's own tensor: the recording writes into it.
+            if k in written or (stable and addresses[k] == signature.addresses[k]):
+                in_place.append((k, x.data_ptr()))
+            else:
+                static = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device)
+                copied.append((k, static.copy_(x)))
+                graph_inputs[k] = static
+        signature.addresses = addresses
+        # Warm up on a side stream outside the recording: library handles (cuBLAS workspaces) are
+        # made on first use in a stream, which a recording does not allow.
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            self.compiled(*static)
+            self.compiled(*graph_inputs)
         torch.cuda.current_stream().wait_stream(side)
         if self._pool is None:
             self._pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self._pool):
-            outputs = self.compiled(*static)
+            outputs = list(self.compiled(*graph_inputs))
+            written_back = self._writable(inputs, outputs)
+            for j, k in written_back.items():
+                inputs[k].copy_(outputs[j])
+                outputs[j] = None
         log.info(
-            "recorded a CUDA graph for %s (%d recordings)", _name(self.compiled), len(self._recordings) + 1
+            "recorded a CUDA graph for %s (%d inputs read in place, %d copied; %d recordings)",
+            _name(self.compiled), len(in_place), len(copied), self.recordings + 1,
         )
-        return _Recording(graph, static, list(outputs))
+        return _Recording(graph, tuple(in_place), tuple(copied), outputs)
+
+    def _writable(self, inputs, outputs) -> dict:
+        """`written_back`, or nothing when another output shares memory with an input written
+        into: that output is read after the replay, and must still hold what the graph computed."""
+        written = {inputs[k].untyped_storage().data_ptr() for k in self.written_back.values()}
+        for j, out in enumerate(outputs):
+            if j not in self.written_back and isinstance(out, torch.Tensor):
+                if out.untyped_storage().data_ptr() in written:
+                    log.info("%s: output %d shares memory with an input the graph writes back into; "
+                             "the caller copies it back instead", _name(self.compiled), j)
+                    return {}
+        return self.written_back
 
 
 def _name(compiled) -> str:
@@ -115,6 +193,6 @@ def _name(compiled) -> str:
     return getattr(program, "name", type(compiled).__name__)
 
 
-def cudagraphify(compiled, mutated_inputs=()) -> CudaGraphRunner:
+def cudagraphify(compiled, mutated_inputs=(), written_back=None) -> CudaGraphRunner:
     """`compiled` replayed as CUDA graphs where that is safe (see the module docstring)."""
-    return CudaGraphRunner(compiled, mutated_inputs)
+    return CudaGraphRunner(compiled, mutated_inputs, written_back)
