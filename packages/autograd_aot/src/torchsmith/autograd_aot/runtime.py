@@ -381,7 +381,8 @@ def _run_checked(program: CompiledProgram, args) -> list:
     if num_mutated:
         with torch.no_grad():
             for i, new in zip(program.mutated_inputs, results[num_outputs:num_outputs + num_mutated]):
-                args[i].copy_(new)
+                if new is not args[i]:  # a backend may have written the input itself (CUDA graphs)
+                    args[i].copy_(new)
     if program.traced.metadata_mutations:
         _changed_inputs_as_outputs(program, caller_args, user_outputs)
     return user_outputs
