@@ -301,6 +301,22 @@ def test_scheduler_groups_softmax_and_layer_norm():
     assert_matches_eager(compiled, graph, randn(3, 24), randn(24), randn(24), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("shape", [(1, 1, 64), (1, 64), (3, 1, 64)])
+def test_rms_norm_of_single_rows_in_one_kernel(shape):
+    """A decode step normalizes one row: its leading dims are all 1, the row variables only take 0,
+    and the scale computed from the row's sum is still read in the same kernel."""
+
+    def rms_norm(b, x, w):
+        mean = b.op("aten.mean.dim", b.op("aten.mul.Tensor", x, x), [-1], True)
+        scale = b.op("aten.rsqrt.default", b.op("aten.add.Tensor", mean, 1e-5))
+        return b.op("aten.mul.Tensor", b.op("aten.mul.Tensor", x, scale), w)
+
+    graph = make_graph("rms_norm", {"x": t(*shape), "w": t(shape[-1])}, rms_norm)
+    compiled = compile_graph_triton(graph)
+    assert [k.kind for k in compiled.kernels] == ["reduction"]
+    assert_matches_eager(compiled, graph, randn(*shape), randn(shape[-1]), rtol=1e-5, atol=1e-5)
+
+
 def test_symbolic_sizes_are_kernel_arguments():
     s0, s1 = symbol("s0"), symbol("s1")
 

@@ -85,7 +85,10 @@ def resolve_group(group: tuple[ComputedBuffer, ...], shared: int) -> dict[str, E
                     "element per loop iteration: these buffers cannot share one Triton kernel"
                 )
             if isinstance(producer.body, Reduction):
-                if any(not _same(dims[k], index_vars(shared)[k]) for k in range(shared)) or any(
+                # A row variable of size 1 is 0 in this member (`units`): reading row 0 there is
+                # reading the current row.
+                row = [sympy.sympify(v).xreplace(units) for v in index_vars(shared)]
+                if any(not _same(dims[k], row[k]) for k in range(shared)) or any(
                     d != 0 for d in dims[shared:]
                 ):
                     raise CodegenError(
