@@ -100,6 +100,9 @@ class CudaGraphRunner:
         caller copies back: recordings write it into input `k` and calls return that input."""
         self.written_back = dict(written_back)
         self._signatures.clear()
+        inner = getattr(self.compiled, "write_back_into_inputs", None)
+        if inner is not None:  # the graph itself may then compute them in the inputs
+            inner(written_back)
 
     @property
     def recordings(self) -> int:

@@ -12,6 +12,7 @@ import sympy
 import torch
 
 from torchsmith.inductor.errors import LoweringError, RuntimeCallError
+from torchsmith.inductor.loop_ir.in_place import in_place_updates
 from torchsmith.inductor.loop_ir.program import ComputedBuffer, ExternCall, LoopProgram, loads
 from torchsmith.inductor.runtime.externs import run_extern, tensor_of
 from torchsmith.inductor.runtime.triton_steps import static_steps
@@ -123,6 +124,19 @@ class TritonCompiledGraph:
             steps, outputs = static_steps(program, self._steps, device, matmul)
             inputs = [(b.name, b.position) for b in program.inputs]
             self._static = (inputs, steps, outputs)
+
+    def write_back_into_inputs(self, written_back: dict) -> None:
+        """Output `j` of `written_back={j: k}` is copied into input `k` by the caller (a
+        functionalized in-place update): calls with static sizes compute such an output in input
+        `k` itself where `loop_ir.in_place` allows, and return that input, so the copy is one of a
+        tensor onto itself. The first call (and graphs with size symbols) still make a new tensor."""
+        if self._static is None:
+            return
+        in_place = in_place_updates(self.program, written_back)
+        if in_place:
+            positions, _, _ = self._static
+            steps, outputs = static_steps(self.program, self._steps, self.device, self._matmul, in_place)
+            self._static = (positions, steps, outputs)
 
     def _matches_signatures(self, inputs) -> bool:
         if self._signatures is None or len(inputs) != self.program.num_graph_inputs:

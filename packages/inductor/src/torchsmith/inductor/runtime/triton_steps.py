@@ -84,6 +84,26 @@ def _extern_step(call: ExternCall, layouts: dict):
     return step
 
 
+def _in_place_step(call: ExternCall, op_name: str, layouts: dict):
+    """A functional update run by its in-place variant (`loop_ir.in_place`): it writes into its
+    first argument, an input of the graph, and that tensor is the call's result."""
+    op = getattr(torch.ops.aten, op_name).default
+    name = call.name
+    readers = [view_reader(v, layouts) for v in call.args]
+    params = [argument_builder(p) for p in call.params]
+    kwargs = [(key, argument_builder(v)) for key, v in call.kwargs]
+
+    def step(T):
+        args = [read(T) for read in readers]
+        if params or kwargs:
+            op(*[p(args) for p in params], **{key: v(args) for key, v in kwargs})
+        else:
+            op(*args)
+        T[name] = args[0]
+
+    return step
+
+
 def _kernel_step(launcher, allocate: list, device: torch.device):
     allocations = [
         (name, static_ints(shape), static_ints(strides), dtype) for name, shape, strides, dtype in allocate
@@ -108,11 +128,13 @@ def _epilogue_step(launcher, fused, device: torch.device):
     return step
 
 
-def static_steps(program: LoopProgram, steps: list, device: torch.device, matmul=None):
+def static_steps(program: LoopProgram, steps: list, device: torch.device, matmul=None, in_place=None):
     """(step functions, output readers) of a program without size symbols: one `step(T)` per
     (kind, what, extra) step, reading its inputs from and writing its results to `T` (tensors by
     buffer name), and one `T -> tensor` per output view. `matmul` is max-autotune's replacement
-    for the `prims.mm` calls, or None."""
+    for the `prims.mm` calls, or None; `in_place` names the extern calls that run as an in-place
+    op (`{call name: op name}`, from `loop_ir.in_place.in_place_updates`)."""
+    in_place = in_place or {}
     matmuls = {}
     for kind, what, _ in steps:
         if kind == "extern" and matmul is not None and what.kernel == "prims.mm":
@@ -133,6 +155,8 @@ def static_steps(program: LoopProgram, steps: list, device: torch.device, matmul
             out.append(_kernel_step(what, extra, device))
         elif kind == "epilogue":
             out.append(_epilogue_step(what, extra, device))
+        elif what.name in in_place:
+            out.append(_in_place_step(what, in_place[what.name], exact))
         elif what.name in matmuls:
             out.append(_matmul_step(what, matmuls[what.name], exact, device))
         else:
