@@ -63,3 +63,15 @@ def test_a_compiled_module_runs_its_own_keyword_hooks(compile_with):
     calls.clear()
     torch.testing.assert_close(compile_with(model)(x), expected)
     assert calls == ["pre", ("post", 2.0)]
+
+
+def test_hooks_registered_after_calls_without_hooks_run_too(compile_with):
+    torch.manual_seed(0)
+    model = Inner()
+    compiled = compile_with(model)
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(compiled(x), model.lin(x).sin())  # no hooks yet: forward alone
+    calls = []
+    with_keyword_hooks(model, calls)
+    torch.testing.assert_close(compiled(x), model.lin(x * 3).sin() * 2.0 - 1)
+    assert calls == ["pre", ("post", 2.0)]

@@ -47,3 +47,44 @@ def test_other_layouts_grad_modes_and_sizes_still_recompile_correctly():
     x5 = torch.randn(5, 8)  # another size: symbolic from now on, checked per call
     torch.testing.assert_close(compiled(x5, w), f(x5, w))
     torch.testing.assert_close(compiled(x, w), f(x, w))
+
+
+def _training_grads(fn, x, w):
+    x, w = x.clone().requires_grad_(), w.clone().requires_grad_()
+    out = fn(x, w)
+    out.sum().backward()
+    return out.detach(), x.grad, w.grad
+
+
+def test_a_static_training_graph_skips_the_per_input_checks_of_its_forward_and_backward(monkeypatch):
+    from torchsmith.inductor.runtime.wrapper import CompiledGraph
+
+    compiled = torchsmith.compile(f)
+    x, w = torch.randn(4, 8), torch.randn(8, 3)
+    for a, b in zip(_training_grads(compiled, x, w), _training_grads(f, x, w)):
+        torch.testing.assert_close(a, b)
+    (aot,) = _aot_functions(compiled)
+    assert aot._checked is aot.last_program and aot._checked.is_training
+    binds = []
+    real = CompiledGraph._bind
+    monkeypatch.setattr(CompiledGraph, "_bind", lambda self, inputs: binds.append(self) or real(self, inputs))
+    for a, b in zip(_training_grads(compiled, x, w), _training_grads(f, x, w)):
+        torch.testing.assert_close(a, b)
+    assert binds == []  # capture's guards checked the inputs; the backward gets what the forward saved
+    # what the guards check still leads elsewhere: another layout, requires_grad, grad mode or dtype
+    xt = torch.randn(8, 4).t()
+    for a, b in zip(_training_grads(compiled, xt, w), _training_grads(f, xt, w)):
+        torch.testing.assert_close(a, b)
+    torch.testing.assert_close(compiled(x, w), f(x, w))  # no input requires grad: inference
+    wg = w.clone().requires_grad_()
+    with torch.no_grad():
+        out = compiled(x, wg)
+    assert not out.requires_grad
+    torch.testing.assert_close(out, f(x, w))
+    xd, wd = x.double(), w.double().requires_grad_()
+    out = compiled(xd, wd)
+    assert out.dtype == torch.float64
+    out.sum().backward()
+    expected = w.double().requires_grad_()
+    f(xd, expected).sum().backward()
+    torch.testing.assert_close(wd.grad, expected.grad)

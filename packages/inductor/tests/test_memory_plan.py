@@ -137,3 +137,20 @@ def test_cpp_threads_option_sets_openmp_threads_for_the_call_only():
     compiled._threads = (lambda n: (seen.append(n), set_threads(n))[1], get_threads, wanted)
     assert_matches_eager(compiled, graph, torch.randn(64, 64), rtol=1e-5, atol=1e-5)
     assert seen == [1, before] and get_threads() == before
+
+
+def test_a_donor_allocated_in_the_same_layout_serves_as_it_is(monkeypatch):
+    graph = chain_graph()
+    compiled = compile_graph(graph)
+    donors = {a.buffer: a.donor for a in compiled.memory_plan.allocations}
+    assert donors["cos"] == "sin" and donors["exp"] == "mm" and donors["sin"] == "mm_1"
+    views = []
+    real = torch.Tensor.as_strided
+    monkeypatch.setattr(torch.Tensor, "as_strided", lambda self, *a: views.append(a) or real(self, *a))
+    x, w = torch.randn(16, 16), torch.randn(16, 16) * 0.3
+    assert_matches_eager(compiled, graph, x, w, rtol=1e-4, atol=1e-4)
+    views.clear()
+    compiled(x, w)
+    # exp and sin take the matmul results' storage as views of them; cos takes sin's tensor itself
+    # (a kernel's own 16x16 buffer, dead by then): no view is made for it
+    assert len(views) == 2

@@ -212,7 +212,12 @@ class RerunnableCall:
         self.eager = None
 
     def __call__(self, *args):
-        return self.run_via(self.compiled, args)
+        if self.eager is not None:
+            return self.eager(*args)
+        try:
+            return self.compiled(*args)
+        except Exception as exc:
+            return self._failed(exc, args)
 
     def run_via(self, call, args):
         """`call(*args)` (the compiled callable, or a way of calling it the caller knows to be
@@ -222,28 +227,33 @@ class RerunnableCall:
         try:
             return call(*args)
         except Exception as exc:
-            ours = type(exc).__module__.split(".")[:2] in [["torchsmith", s] for s in COMPILER_STAGES] or (
-                isinstance(exc, SymbolicError)  # a size expression a stage derived: never the program's
-            )
-            internal = isinstance(exc, _INTERNAL) and _raised_in_stage(exc)
-            if not (ours or internal):
-                raise  # the program's own error (an op refusing its inputs): eager raises it too
-            eager = None
-            if not ours:
-                # An IndexError (say) from our code may be the program's own error, reported by a
-                # generated check: run it eagerly; if eager raises, that is the user's answer.
-                if self.owner.options.get("fallback", "eager") == "raise":
-                    raise
-                from torchsmith.ir import compile_to_python
+            return self._failed(exc, args)
 
-                eager = compile_to_python(self.graph)
-                try:
-                    result = eager(*args)
-                except Exception as own:
-                    raise own from None  # the program's error, as eager reports it
-            error = make_stage_error(exc, self.graph, self.owner.name, when="running")
-            self.eager = self.owner.fall_back(self.graph, error, exc, args)
-            return result if eager is not None else self.eager(*args)
+    def _failed(self, exc: Exception, args):
+        """After the compiled call raised `exc`: re-raise the program's own error, else run eagerly
+        from now on (or raise a `StageError` under fallback="raise")."""
+        ours = type(exc).__module__.split(".")[:2] in [["torchsmith", s] for s in COMPILER_STAGES] or (
+            isinstance(exc, SymbolicError)  # a size expression a stage derived: never the program's
+        )
+        internal = isinstance(exc, _INTERNAL) and _raised_in_stage(exc)
+        if not (ours or internal):
+            raise exc  # the program's own error (an op refusing its inputs): eager raises it too
+        eager = None
+        if not ours:
+            # An IndexError (say) from our code may be the program's own error, reported by a
+            # generated check: run it eagerly; if eager raises, that is the user's answer.
+            if self.owner.options.get("fallback", "eager") == "raise":
+                raise exc
+            from torchsmith.ir import compile_to_python
+
+            eager = compile_to_python(self.graph)
+            try:
+                result = eager(*args)
+            except Exception as own:
+                raise own from None  # the program's error, as eager reports it
+        error = make_stage_error(exc, self.graph, self.owner.name, when="running")
+        self.eager = self.owner.fall_back(self.graph, error, exc, args)
+        return result if eager is not None else self.eager(*args)
 
     def __getattr__(self, name):
         # callers (tests, the report) look at the backend's own object: AotFunction.programs, ...

@@ -83,6 +83,14 @@ class CompiledProgram:
     _output_views: tuple | None = field(default=None, repr=False)
     # set by AotFunction.assume_forward_inputs: the compiled backward may skip its input checks
     backward_inputs_checked: bool = field(default=False, repr=False)
+    _save_plan: "SavePlan | None" = field(default=None, repr=False)
+    # the graph output each user output is, when every one is a graph output returned as it is
+    direct_outputs: tuple[int, ...] | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self):
+        specs = self.traced.output_specs
+        if all(spec.kind == "graph" and not spec.chain for spec in specs):
+            self.direct_outputs = tuple(spec.index for spec in specs)
 
     @property
     def is_training(self) -> bool:
@@ -133,6 +141,12 @@ class CompiledProgram:
             self._kept_inputs = KeptInputs(saved, unsaved, others)
         return self._kept_inputs
 
+    def save_plan(self, args) -> "SavePlan":
+        """How a training call of this program saves for backward (`SavePlan`; fixed per program)."""
+        if self._save_plan is None:
+            self._save_plan = _plan_saving(self, self.kept_inputs(args))
+        return self._save_plan
+
     def eager_fn(self) -> Callable:
         """The torch-level graph as eager ops (built on first use)."""
         if self._eager_fn is None:
@@ -152,38 +166,96 @@ def _distinct(results):
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class SavePlan:
+    """How a training call saves for backward, decided once per program.
+
+    `num_outputs`: the forward's results before its saved values (mutated inputs' new values
+    included). `saved_kinds`: None when every saved value is a tensor, else whether each one is.
+    `kept`: the arguments kept for a differentiable backward. `shared`: (argument, saved value) of
+    each kept tensor argument the forward also returns among its saved values; a call whose saved
+    value is that argument itself saves it once, only the `unshared` arguments after the saved
+    values, and finds the kept arguments at `shared_positions` among the saved tensors; otherwise
+    every kept argument is saved after them, at `own_positions`."""
+
+    num_outputs: int
+    saved_kinds: tuple[bool, ...] | None
+    kept: KeptInputs
+    shared: tuple[tuple[int, int], ...]
+    unshared: tuple[int, ...]
+    shared_positions: tuple[int, ...]
+    own_positions: tuple[int, ...]
+    non_differentiable: tuple[int, ...]
+
+
+def _plan_saving(program: CompiledProgram, kept: KeptInputs) -> SavePlan:
+    outputs = program.forward_graph.outputs
+    num_outputs = program.traced.num_outputs + len(program.mutated_inputs)
+    saved_values = outputs[num_outputs:]
+    kinds = tuple(isinstance(v.type, TensorType) for v in saved_values)
+    num_saved = sum(kinds)
+    own_positions = tuple(range(num_saved, num_saved + len(kept.saved)))
+    shared, unshared, shared_positions = (), kept.saved, own_positions
+    if all(kinds):
+        argument_of = {v.name: i for i, v in enumerate(program.forward_graph.inputs)}
+        saved_at: dict[int, int] = {}
+        for k, v in enumerate(saved_values):
+            if v.name in argument_of:
+                saved_at.setdefault(argument_of[v.name], k)
+        shared = tuple((i, saved_at[i]) for i in kept.saved if i in saved_at)
+        unshared = tuple(i for i in kept.saved if i not in saved_at)
+        after = iter(range(num_saved, num_saved + len(unshared)))
+        shared_positions = tuple(saved_at[i] if i in saved_at else next(after) for i in kept.saved)
+    return SavePlan(num_outputs, None if all(kinds) else kinds, kept, shared, unshared, shared_positions,
+                    own_positions, program.non_differentiable_outputs())
+
+
 class _CompiledFunction(torch.autograd.Function):
     """Calls the compiled forward; its backward calls the (lazily) compiled backward graph."""
 
     @staticmethod
     def forward(ctx, program: CompiledProgram, *args):
+        plan = program._save_plan or program.save_plan(args)
         # a differentiable backward re-runs the graph and must draw the numbers this call draws
         rng_before = save_rng_state(program.rng_devices) if program.rng_devices else None
-        results = list(program.forward_fn(*args))
+        results = program.forward_fn(*args)
         ctx.rng = None if rng_before is None else (rng_before, save_rng_state(program.rng_devices))
-        num_outputs = program.traced.num_outputs + len(program.mutated_inputs)
-        outputs, saved = _distinct(results[:num_outputs]), results[num_outputs:]
+        num_outputs = plan.num_outputs
+        outputs, saved = results[:num_outputs], results[num_outputs:]
+        if len(set(map(id, outputs))) != len(outputs):
+            outputs = _distinct(outputs)
         ctx.program = program
         ctx.num_inputs = len(args)
-        saved_tensors = [s for s in saved if isinstance(s, torch.Tensor)]
-        if len(saved_tensors) == len(saved):  # the usual case: the backward reads no saved ints
+        kinds = plan.saved_kinds
+        if kinds is None:  # the usual case: the backward reads no saved ints
+            saved_tensors = saved
             ctx.saved_others = ()
         else:
-            ctx.saved_kinds = [isinstance(s, torch.Tensor) for s in saved]
-            ctx.saved_others = [s for s in saved if not isinstance(s, torch.Tensor)]
+            saved_tensors = [s for s, is_tensor in zip(saved, kinds) if is_tensor]
+            ctx.saved_kinds = kinds
+            ctx.saved_others = [s for s, is_tensor in zip(saved, kinds) if not is_tensor]
         ctx.num_saved_tensors = len(saved_tensors)
         # The inputs, for a backward that autograd must differentiate again (double_backward): the
-        # tensors are saved; a mutated input is kept as a copy of its value now, since the call
-        # writes to it afterwards; other arguments as they are.
-        kept = program.kept_inputs(args)
-        ctx.other_inputs = {
-            i: args[i] if i in kept.others else args[i].detach().clone() for i in kept.unsaved
-        }
-        ctx.save_for_backward(*saved_tensors, *[args[i] for i in kept.saved])
-        frozen = [outputs[i] for i in program.non_differentiable_outputs()
-                  if isinstance(outputs[i], torch.Tensor)]
-        if frozen:
-            ctx.mark_non_differentiable(*frozen)
+        # tensors are saved (once, where the forward saves that very tensor too); a mutated input is
+        # kept as a copy of its value now, since the call writes to it afterwards; other arguments as
+        # they are.
+        kept = plan.kept
+        if kept.unsaved:
+            ctx.other_inputs = {
+                i: args[i] if i in kept.others else args[i].detach().clone() for i in kept.unsaved
+            }
+        else:
+            ctx.other_inputs = {}
+        if plan.shared and all(saved[k] is args[i] for i, k in plan.shared):
+            ctx.input_positions = plan.shared_positions
+            ctx.save_for_backward(*saved_tensors, *[args[i] for i in plan.unshared])
+        else:
+            ctx.input_positions = plan.own_positions
+            ctx.save_for_backward(*saved_tensors, *[args[i] for i in kept.saved])
+        if plan.non_differentiable:
+            frozen = [outputs[i] for i in plan.non_differentiable if isinstance(outputs[i], torch.Tensor)]
+            if frozen:
+                ctx.mark_non_differentiable(*frozen)
         return tuple(outputs)
 
     @staticmethod
@@ -191,9 +263,9 @@ class _CompiledFunction(torch.autograd.Function):
         program: CompiledProgram = ctx.program
         if torch.is_grad_enabled():  # create_graph=True: the gradients must be differentiable
             inputs = [None] * ctx.num_inputs
-            kept = program.kept_inputs(inputs)
-            for i, x in zip(kept.saved, ctx.saved_tensors[ctx.num_saved_tensors:]):
-                inputs[i] = x
+            saved_tensors = ctx.saved_tensors
+            for i, position in zip(program.kept_inputs(inputs).saved, ctx.input_positions):
+                inputs[i] = saved_tensors[position]
             for i, x in ctx.other_inputs.items():
                 inputs[i] = x
             grads = differentiable_backward(program, inputs, grad_outputs, ctx.needs_input_grad[1:], ctx.rng)
@@ -202,9 +274,10 @@ class _CompiledFunction(torch.autograd.Function):
             tensors, others = iter(ctx.saved_tensors[:ctx.num_saved_tensors]), iter(ctx.saved_others)
             saved = [next(tensors) if is_tensor else next(others) for is_tensor in ctx.saved_kinds]
         else:
-            saved = list(ctx.saved_tensors[:ctx.num_saved_tensors])
+            saved = ctx.saved_tensors[:ctx.num_saved_tensors]
         tangents = [_in_layout(grad_outputs[i], layout) for i, layout in program.tangent_layouts()]
-        grads = program.backward_fn(saved + tangents)(*saved, *tangents)
+        backward = program._backward_fn or program.backward_fn([*saved, *tangents])
+        grads = backward(*saved, *tangents)
         result = [None] * ctx.num_inputs
         for index, grad in zip(program.traced.grad_inputs, grads):
             result[index] = grad
@@ -353,11 +426,17 @@ def _run_checked(program: CompiledProgram, args) -> list:
                 results = _CompiledFunction.apply(program, *args)
     elif torch.is_grad_enabled():
         with torch.no_grad():
-            results = list(program.forward_fn(*args))
+            results = program.forward_fn(*args)
     else:  # entering no_grad costs more than small compiled graphs take to run
-        results = list(program.forward_fn(*args))
-    num_outputs, num_mutated = program.traced.num_outputs, len(program.mutated_inputs)
-    outputs = results[:num_outputs]
+        results = program.forward_fn(*args)
+    direct = program.direct_outputs
+    if direct is not None:  # every output is a graph output as it is: nothing to rebuild
+        user_outputs = [results[i] for i in direct]
+        for k, out in enumerate(user_outputs):
+            if out.is_meta:
+                _refuse_meta_output(program, k, args)
+        return _write_back(program, caller_args, args, results, user_outputs)
+    outputs = results[:program.traced.num_outputs]
     # Views are rebuilt before mutated inputs are written back, so a failure here leaves the inputs
     # untouched and the call can still be re-run eagerly; views of an input see the write-back.
     bindings = None
@@ -378,9 +457,16 @@ def _run_checked(program: CompiledProgram, args) -> list:
         if out.is_meta:
             _refuse_meta_output(program, len(user_outputs), args)
         user_outputs.append(out)
-    if num_mutated:
+    return _write_back(program, caller_args, args, results, user_outputs)
+
+
+def _write_back(program: CompiledProgram, caller_args, args, results, user_outputs: list) -> list:
+    """Copy the mutated inputs' new values into them, and return the outputs with the inputs whose
+    shape the program changed in place (`_changed_inputs_as_outputs`)."""
+    if program.mutated_inputs:
+        start = program.traced.num_outputs
         with torch.no_grad():
-            for i, new in zip(program.mutated_inputs, results[num_outputs:num_outputs + num_mutated]):
+            for i, new in zip(program.mutated_inputs, results[start:start + len(program.mutated_inputs)]):
                 if new is not args[i]:  # a backend may have written the input itself (CUDA graphs)
                     args[i].copy_(new)
     if program.traced.metadata_mutations:
@@ -516,14 +602,18 @@ class AotFunction:
         the one compiled program without computing and looking up their signature (a dict key of
         every input's layout, a measurable share of a small model's call). Without one compiled
         program of static sizes this does nothing. An inference program's compiled forward with an
-        `assume_example_inputs()` method is told the same."""
+        `assume_example_inputs()` method is told the same; a training program's forward and
+        backward as `assume_forward_inputs` says."""
         program = self.static_program()
         if program is not None:
             self._checked = program
+            if program.is_training:
+                self.assume_forward_inputs(program)
+                return
             # an inference program's forward gets the checked inputs themselves (in the traced
             # layout), so a compiled forward that checks its inputs may rely on the same promise
             promise = getattr(program.forward_fn, "assume_example_inputs", None)
-            if promise is not None and not program.is_training:
+            if promise is not None:
                 promise()
 
     def static_program(self) -> CompiledProgram | None:

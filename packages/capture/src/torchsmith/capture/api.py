@@ -75,6 +75,8 @@ class CapturedModule(torch.nn.Module):
         module = self._orig_mod
         if self._custom_call is not None:
             return self._custom_call(module, *args, **kwargs)
+        if not (module._forward_pre_hooks or module._forward_hooks):
+            return self._forward(module, *args, **kwargs)
         return call_with_forward_hooks(module, lambda *a, **k: self._forward(module, *a, **k), args, kwargs)
 
     forward = __call__

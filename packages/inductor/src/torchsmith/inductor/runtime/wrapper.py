@@ -74,6 +74,7 @@ class CompiledGraph:
         input_names = frozenset(layouts)
         layouts.update((b.name, b.layout) for step in self.steps for b in step)
         self._run = []
+        allocated: dict = {}  # buffers the kernel steps allocate (at storage offset 0): their layouts
         for step, frees in zip(self.steps, self.memory_plan.frees, strict=True):
             drop = [slot_of[n] for n in frees]
             if isinstance(step[0], ExternCall) and self._static and plannable(step[0]):
@@ -84,7 +85,8 @@ class CompiledGraph:
                 kernel = kernel_of[step[0].name]
                 # Kernel-local buffers (cpp_local) have no storage: only what the kernel writes.
                 stored = [b for b in step if b.name in kernel.writes]
-                allocs = [self._allocation(b, donors.get(b.name), slot_of) for b in stored]
+                allocs = [self._allocation(b, donors.get(b.name), slot_of, allocated) for b in stored]
+                allocated.update((b.name, b.layout) for b in stored)
                 self._run.append(self._kernel_step(library, kernel, allocs, slot_of, drop))
         self._outputs = [self._output(view, slot_of) for view in program.outputs]
         self._expected = [
@@ -117,14 +119,20 @@ class CompiledGraph:
         """Constant ints without symbols; otherwise the expressions, evaluated per call."""
         return tuple(int(d) for d in dims) if self._static else tuple(dims)
 
-    def _allocation(self, buffer: ComputedBuffer, donor: str | None, slot_of):
+    def _allocation(self, buffer: ComputedBuffer, donor: str | None, slot_of, allocated: dict):
+        """(slot, donor slot or -1, shape, strides, dtype, leaves, same): `same` when the donor is
+        a buffer a kernel step allocated with this very layout, whose tensor then serves as it is
+        (the kernels only take its address) instead of as a new view of its storage."""
         layout = buffer.layout
         donor_slot = -1 if donor is None else slot_of[donor]
         shape, strides = self._dims(layout.shape), self._dims(layout.strides)
         # A graph output in a dead buffer's storage is detached from that buffer: eager's result is
         # no view, and FSDP2 warns of (and loses its backward hook on) a block output that is one.
         leaves = donor is not None and any(v.buffer == buffer.name for v in self.program.outputs)
-        return slot_of[buffer.name], donor_slot, shape, strides, layout.dtype, leaves
+        donor_layout = allocated.get(donor)
+        same = self._static and donor_layout is not None and (
+            self._dims(donor_layout.shape), self._dims(donor_layout.strides)) == (shape, strides)
+        return slot_of[buffer.name], donor_slot, shape, strides, layout.dtype, leaves, same
 
     def _kernel_step(self, library, kernel: Kernel, allocs, slot_of, drop):
         fn = getattr(library, kernel.name)
@@ -135,12 +143,14 @@ class CompiledGraph:
         static = self._static
 
         def run(values, bindings, symbol_values, scratch):
-            for slot, donor, shape, strides, dtype, leaves in allocs:
+            for slot, donor, shape, strides, dtype, leaves, same in allocs:
                 if not static:
                     shape = [evaluate(d, bindings) for d in shape]
                     strides = [evaluate(d, bindings) for d in strides]
                 if donor < 0:
                     values[slot] = torch.empty_strided(shape, strides, dtype=dtype)
+                elif same:
+                    values[slot] = values[donor].detach() if leaves else values[donor]
                 elif leaves:
                     values[slot] = values[donor].as_strided(shape, strides, 0).detach()
                 else:
