@@ -70,6 +70,10 @@ class _Registry(dict):
         return super().get(key, default)
 
 
+class _OtherLinear(torch.nn.Linear):
+    pass
+
+
 class _Attention(torch.nn.Module):
     def __init__(self, registry):
         super().__init__()
@@ -92,16 +96,22 @@ def test_shared_reads_and_negative_paths_still_recompile_on_change(compile_with,
     assert len(backend.graphs) == 1  # the guard holds on the second call
     (entry,) = [e for cache in compiled._session.caches.values() for e in cache.entries]
     source = entry.guard_set.source_text()
-    assert "(___c0 := " in source and "___c0.__code__" in source and "[-1]) is" in source
+    assert "(___c0 := " in source and "___c0.__code__" in source and "[-1])) is" in source
     registry["act"] = _sigmoid  # what the shared read returns changes
     torch.testing.assert_close(compiled(x), model(x))
     assert len(backend.graphs) == 2
-    model.layers[-1] = torch.nn.Linear(4, 4)  # the module behind the shared [-1] path changes
+    model.layers[-1] = torch.nn.Linear(4, 4)  # another module of the same class: its weights are inputs
+    torch.testing.assert_close(compiled(x), model(x))
+    assert len(backend.graphs) == 2
+    model.layers[-1] = _OtherLinear(4, 4)  # the module behind the shared [-1] path changes class
     torch.testing.assert_close(compiled(x), model(x))
     assert len(backend.graphs) == 3
-    model.layers.append(torch.nn.Linear(4, 4))  # [-1] is now another module
+    model.layers.append(torch.nn.Linear(4, 4))  # [-1] is now another module, a Linear again
     torch.testing.assert_close(compiled(x), model(x))
-    assert len(backend.graphs) == 4
+    assert len(backend.graphs) == 3  # the entry captured for a Linear last
+    model.layers.append(_OtherLinear(4, 4))  # and an _OtherLinear again
+    torch.testing.assert_close(compiled(x), model(x))
+    assert len(backend.graphs) == 3
 
 
 def test_swapping_a_nested_submodule_recompiles(compile_with, backend):
@@ -111,9 +121,15 @@ def test_swapping_a_nested_submodule_recompiles(compile_with, backend):
     torch.testing.assert_close(compiled(x), model(x))
     torch.testing.assert_close(compiled(x), model(x))
     assert len(backend.graphs) == 1  # the guard holds on the second call
-    model[0][0] = torch.nn.Linear(4, 4)
+    model[0][0] = torch.nn.Linear(4, 4)  # same class and shapes: the graph reads the new weights
+    torch.testing.assert_close(compiled(x), model(x))
+    assert len(backend.graphs) == 1
+    model[0][0] = _OtherLinear(4, 4)
     torch.testing.assert_close(compiled(x), model(x))
     assert len(backend.graphs) == 2
+    model[0][0] = torch.nn.Linear(4, 4, bias=False)
+    torch.testing.assert_close(compiled(x), model(x))
+    assert len(backend.graphs) == 3
 
 
 def test_changing_a_nested_parameter_or_flag_recompiles(compile_with, backend):

@@ -350,6 +350,8 @@ class BuiltinOps:
         """`module.parameters()` and friends: an iterator over the live module's members, each
         read through a source such as `L['self'].get_parameter('fc.weight')`."""
         module, src = obj.value, obj.source
+        # which members there are is read from this instance, not guarded through a path
+        self.specialize_module(obj)
         values = [self.as_python(a) for a in args]
         options = {k: self.as_python(v) for k, v in kwargs.items()}
         members = list(getattr(module, name)(*values, **options))

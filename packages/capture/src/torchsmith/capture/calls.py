@@ -373,6 +373,9 @@ class CallOps(BuiltinOps, PythonStateOps):
             return self.call(MethodVar(ConstVar(type(module).__call__), fn), args, kwargs)
         if fn.source:  # adding or removing a hook, or patching forward, must recompile
             self.guards.module_hooks(fn.source, module)
+            if module._forward_pre_hooks or module._forward_hooks:
+                # the hooks are inlined as the objects found now: another instance has its own
+                self.specialize_module(fn)
         if "forward" in module.__dict__:  # forward replaced on the instance
             source = f"{fn.source}.__dict__['forward']" if fn.source else None
             forward_var = self.wrap(module.__dict__["forward"], source)
@@ -506,6 +509,9 @@ class CallOps(BuiltinOps, PythonStateOps):
             raise Unsupported(f"{getattr(fn, '__name__', fn)} on a tensor")
         values = [self.as_python(a) for a in args]
         kw = {k: self.as_python(v) for k, v in kwargs.items()}
+        for tracker in self.flat_trackers([*args, *kwargs.values()]):
+            if isinstance(tracker, ConstVar) and isinstance(tracker.value, torch.nn.Module):
+                self.specialize_module(tracker)  # the answer is computed from this very instance
         try:
             result = fn(*values, **kw)
         except Exception as e:

@@ -2,7 +2,10 @@
 
 A compiled function is entered through `CaptureSession.run_code`: the first entry whose guard
 holds runs; on a miss the call is captured again (a recompile) and a new entry is added; after
-`recompile_limit` entries the code runs eagerly from then on, with one logged warning. Resume
+`recompile_limit` entries captured for the same module instances (the modules among the call's
+arguments, `self` of a forward), or `ACCUMULATED_LIMIT` entries in all, the code runs eagerly from
+then on, with one logged warning. Modules are guarded by class, so the blocks of a model share an
+entry; an entry per block (a block that reads its own `layer_idx`) counts once per block. Resume
 functions after graph breaks go through the same dispatcher, so each is captured lazily, on its
 first call, under its own guards.
 """
@@ -36,6 +39,9 @@ code_log = logging.getLogger("torchsmith.capture.output_code")
 guard_log = logging.getLogger("torchsmith.capture.guards")
 
 RECOMPILE_LIMIT = 8
+# entries of one code object over all module instances (the 80 layers of a large model, each
+# specialized on its own index, fit)
+ACCUMULATED_LIMIT = 256
 
 
 class _BackendFailed(Exception):
@@ -53,6 +59,7 @@ class Entry:
     run: object
     guard_set: object
     output: object
+    instances: tuple = ()  # ids of the modules among the arguments of the call captured
 
 
 @dataclass
@@ -112,11 +119,12 @@ class CaptureSession:
                 return entry.run(L, globals_)
         if cache.eager_reason is not None:
             return native()
-        if len(cache.entries) >= self.recompile_limit:
+        if len(cache.entries) >= self.recompile_limit and self._limit_reached(cache, L):
             last = cache.entries[-1].guard_set.first_failure(L, globals_)
             message = (
                 f"{code.co_qualname} ({code.co_filename}:{code.co_firstlineno}) hit the recompile limit "
-                f"({self.recompile_limit}); it runs eagerly from now on. Last failed guard: {last}"
+                f"({self.recompile_limit} for the same module instances, {ACCUMULATED_LIMIT} in all); "
+                f"it runs eagerly from now on. Last failed guard: {last}"
             )
             if self.fail_on_recompile_limit:
                 raise RecompileLimitError(message)
@@ -124,16 +132,22 @@ class CaptureSession:
             cache.eager_reason = message
             return native()
         if cache.entries:
-            recompile_log.info(
-                "recompiling %s: guard failed: %s",
-                code.co_qualname,
-                cache.entries[-1].guard_set.first_failure(L, globals_),
-            )
+            recompile_log.info("recompiling %s: guard failed: %s", code.co_qualname,
+                               _order_guards_by_failure(cache.entries, L, globals_))
         entry = self.capture(code, globals_, closure, L)
         if entry is None:
             return native()
+        entry.instances = _module_instances(L)
         cache.entries.append(entry)
         return entry.run(L, globals_)
+
+    def _limit_reached(self, cache: CodeCache, L: dict) -> bool:
+        """Whether another entry would pass the recompile limit: `recompile_limit` entries for the
+        module instances of this call, or `ACCUMULATED_LIMIT` in all."""
+        if len(cache.entries) >= max(ACCUMULATED_LIMIT, self.recompile_limit):
+            return True
+        instances = _module_instances(L)
+        return sum(e.instances == instances for e in cache.entries) >= self.recompile_limit
 
     def capture(self, code, globals_, closure, L) -> Entry | None:
         """Capture one entry; None when the code must run eagerly (and remember that)."""
@@ -314,6 +328,23 @@ class CaptureSession:
         if fn.__closure__:
             L["__closure__"] = fn.__closure__
         return self.run_code(code, fn.__globals__, fn.__closure__, L, lambda: fn(*args, **kwargs))
+
+
+def _order_guards_by_failure(entries: list, L: dict, G: dict) -> str | None:
+    """Move the check each entry failed on this miss to the front of its guard, and return the last
+    entry's. The checks that tell entries apart (a block's index, an input's size) then run first:
+    a call that matches the tenth entry no longer runs most of nine guards before it."""
+    failed = None
+    for entry in entries:
+        failed = entry.guard_set.first_failure(L, G)
+        if failed is not None and entry.guard_set.promote(failed):
+            entry.guard = entry.guard_set.compile()
+    return failed
+
+
+def _module_instances(L: dict) -> tuple:
+    """The ids of the modules passed to a call (`self` of a forward), by parameter name."""
+    return tuple((name, id(v)) for name, v in L.items() if isinstance(v, torch.nn.Module))
 
 
 def _is_library(fn) -> bool:

@@ -133,6 +133,7 @@ class GuardSet:
         # Sources guarded by identity whose object cannot change (code objects): guards on what
         # lies beneath them (`.co_varnames[3] == 'x'`, read by inspect.signature) always hold.
         self._frozen: list[str] = []
+        self._expr_codes: dict[str, types.CodeType] = {}  # first_failure's compiled expressions
 
     def add(self, expr: str, fast: str | None = None) -> None:
         """Add one boolean expression (duplicates and guards implied by an identity guard on an
@@ -161,8 +162,10 @@ class GuardSet:
     def module_hooks(self, source: str, module) -> None:
         """The module's forward (pre-)hook counts and whether its instance replaces `forward` must
         stay what they are now (adding or removing a hook, or patching forward, recompiles)."""
-        self.add(f"len({source}._forward_pre_hooks) == {len(module._forward_pre_hooks)}")
-        self.add(f"len({source}._forward_hooks) == {len(module._forward_hooks)}")
+        # and the module has no backward hooks (capture does not inline a module that has some)
+        for table in ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks"):
+            count = len(getattr(module, table))
+            self.add(f"len({source}.{table}) == {count}" if count else f"not {source}.{table}")
         self.add(f"('forward' in {source}.__dict__) is {'forward' in module.__dict__}")
 
     def _implied(self, expr: str) -> bool:
@@ -269,14 +272,28 @@ class GuardSet:
     def first_failure(self, L, G) -> str | None:
         """The first expression that is false (or raises) for these arguments; None if all hold."""
         scope = dict(self.ns.values)
+        codes = self._expr_codes
         for expr in self.exprs:
+            code = codes.get(expr)
+            if code is None:
+                code = codes[expr] = compile(expr, "<torchsmith guard>", "eval")
             try:
-                ok = eval(expr, scope, {"L": L, "G": G})  # noqa: S307 - our own generated text
+                ok = eval(code, scope, {"L": L, "G": G})  # noqa: S307 - our own generated text
             except Exception:
                 ok = False
             if not ok:
                 return expr
         return None
+
+    def promote(self, expr: str) -> bool:
+        """Move `expr` to the front, so the compiled guard checks it first; whether it moved. The
+        dispatcher moves the check that told entries apart on a miss: the entries of the blocks
+        of a model, each specialized on its own index, then fail on their first check."""
+        if not self.exprs or self.exprs[0] == expr or expr not in self._seen:
+            return False
+        self.exprs.remove(expr)
+        self.exprs.insert(0, expr)
+        return True
 
 
 _NOT_ALWAYS_EVALUATED = re.compile(r"\b(or|if|for|lambda)\b")

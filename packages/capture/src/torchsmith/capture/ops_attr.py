@@ -149,15 +149,17 @@ class AttributeOps:
                 if isinstance(descriptor, property):
                     self.guard_class_member(klass, name, descriptor)
                     return self.call(ConstVar(descriptor.fget), [obj], {})
-                if type(descriptor).__name__ == "function" and name not in getattr(value, "__dict__", {}):
+                shadowed = name in getattr(value, "__dict__", {})
+                if not shadowed and isinstance(descriptor, (types.FunctionType, staticmethod, classmethod)):
                     self.guard_class_member(klass, name, descriptor)
+                    if isinstance(value, torch.nn.Module) and root is not None:
+                        # modules are guarded by class: another instance may shadow the method
+                        self.guards.add(f"{string_literal(name)} not in {root}.__dict__")
+                    if isinstance(descriptor, staticmethod):
+                        return ConstVar(descriptor.__func__)
+                    if isinstance(descriptor, classmethod):
+                        return MethodVar(ConstVar(descriptor.__func__), ConstVar(type(value)))
                     return MethodVar(ConstVar(descriptor), obj)
-                if isinstance(descriptor, staticmethod):
-                    self.guard_class_member(klass, name, descriptor)
-                    return ConstVar(descriptor.__func__)
-                if isinstance(descriptor, classmethod):
-                    self.guard_class_member(klass, name, descriptor)
-                    return MethodVar(ConstVar(descriptor.__func__), ConstVar(type(value)))
                 break
         return self._plain_attribute(obj, name, root)
 

@@ -179,6 +179,8 @@ class PythonOps:
                 for k, m in module._modules.items()
             ]
         if isinstance(module, torch.nn.ModuleDict):
+            if src:
+                self.guards.add(f"list({src}._modules) == {self.ns.name_of(list(module._modules))}")
             return [ConstVar(k) for k in module.keys()]
         if isinstance(module, (torch.nn.ParameterList,)):
             return [self.wrap(p, f"{src}[{i}]" if src else None) for i, p in enumerate(module)]
@@ -314,7 +316,14 @@ class PythonOps:
 
     def same_object(self, left, right) -> bool:
         if isinstance(left, ConstVar) and isinstance(right, ConstVar):
-            return left.value is right.value
+            same = left.value is right.value
+            modules = isinstance(left.value, torch.nn.Module) or isinstance(right.value, torch.nn.Module)
+            if modules and (left.source or right.source) and not (same and left.source and right.source):
+                # modules are guarded by class, not identity (Tracer.wrap), so the answer is
+                # guarded here (one module read through two paths already is, by Tracer.wrap)
+                sides = [t.source or self.ns.name_of(t.value) for t in (left, right)]
+                self.guards.add(f"{sides[0]} {'is' if same else 'is not'} {sides[1]}")
+            return same
         if isinstance(left, TensorVar) and isinstance(right, TensorVar):
             return left.value == right.value
         if left is not right and isinstance(left, NumpyVar) and isinstance(right, NumpyVar):
@@ -336,7 +345,7 @@ class PythonOps:
             found = self.as_python(item) in container.items
         elif isinstance(container, ConstVar) and not isinstance(container.value, torch.nn.Module):
             found = self.as_python(item) in container.value
-        elif isinstance(item, ConstVar):
+        elif isinstance(item, ConstVar) and not isinstance(item.value, torch.nn.Module):
             found = any(
                 isinstance(t, ConstVar) and t.value == item.value for t in self.sequence_items(container)
             )
@@ -384,11 +393,11 @@ class PythonOps:
                     torch.nn.ParameterDict,
                 ),
             ):
-                src = (
-                    f"{container.source}[{self.ns.literal(k)}]"
-                    if container.source and not isinstance(k, slice)
-                    else None
-                )
+                if isinstance(k, slice):
+                    # a new container of the members found now: pinned to this instance
+                    self.specialize_module(container)
+                    return self.wrap(value[k], None)
+                src = f"{container.source}[{self.ns.literal(k)}]" if container.source else None
                 return self.wrap(value[k], src)
             try:
                 result = value[k]

@@ -317,7 +317,12 @@ class Tracer(
             g.add(f"{source} == {self.ns.name_of(frozenset(value))}")
             return ConstVar(frozenset(value) if type(value) is frozenset else set(value), source)
         if isinstance(value, torch.nn.Module):
-            g.identity(source, value)
+            # by class, not identity: every read from the module (parameters as graph inputs,
+            # submodules, flags) is guarded through its path, so the instances of one class that
+            # agree on what the code reads share the entry (the blocks of a model, each entered
+            # alone after a break or under FSDP's hooks). Reads that cannot be guarded by path
+            # pin the module to this instance (`specialize_module`).
+            g.type_is(source, value)
             g.module_training(source, value)
             return self._shared(ConstVar(value, source), value)
         if isinstance(value, types.FunctionType) and not _trusted(value) and _simple_defaults(value):
@@ -359,6 +364,13 @@ class Tracer(
             g.add(f"{source} is {first[0]}")
         return self._shared(ConstVar(value, source), value)
 
+    def specialize_module(self, tracker: VariableTracker) -> None:
+        """Pin a module read through a source to this very instance (an identity guard): for reads
+        whose result capture cannot guard through a path (a slice of a ModuleList, the hooks it
+        inlines, `id()`, `parameters()`)."""
+        if isinstance(tracker, ConstVar) and tracker.source is not None:
+            self.guards.identity(tracker.source, tracker.value)
+
     def _shared(self, tracker: VariableTracker, value) -> VariableTracker:
         """`tracker`, remembered as the one for `value` when read through any other path."""
         self.shared_by_id[id(value)] = (tracker, value)
@@ -368,6 +380,8 @@ class Tracer(
         from torchsmith.capture.variables import MethodVar
 
         owner = self.wrap(method.__self__, f"{source}.__self__" if source else None)
+        if source is not None:  # which function it binds: its owner may be guarded by class only
+            self.guards.identity(f"{source}.__func__", method.__func__)
         return MethodVar(ConstVar(method.__func__), owner, source)
 
     def wrap_unguarded(self, value) -> VariableTracker:
