@@ -101,6 +101,15 @@ def _holds_tensor(param) -> bool:
     return isinstance(param, TensorArg) or (isinstance(param, tuple) and any(map(_holds_tensor, param)))
 
 
+def returns_own_layout(call: ExternCall) -> bool:
+    """Whether the planned step of `call` (a graph without size symbols) always leaves a tensor of
+    exactly the call's layout at storage offset 0 in its slot: the library matmuls' step does (a
+    fresh result, its pooled buffer, or a copy, in `in_matmul_layout`)."""
+    fn = kernel_function(call.kernel)
+    return (plannable(call) and MATMULS.get(call.kernel) is fn and EXTERN_KERNELS.get(call.kernel) is fn
+            and not (call.params or call.kwargs))
+
+
 def static_extern_step(
     call: ExternCall, slot_of: dict[str, int], layouts: dict, drop: list[int], inputs: frozenset = frozenset()
 ):

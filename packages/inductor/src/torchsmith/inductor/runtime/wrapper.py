@@ -15,7 +15,7 @@ from torchsmith.inductor.cpp.codegen import Kernel
 from torchsmith.inductor.errors import RuntimeCallError
 from torchsmith.inductor.fusion.memory_plan import MemoryPlan, plan_memory
 from torchsmith.inductor.loop_ir.program import Buffer, ComputedBuffer, ExternCall, LoopProgram, TensorView
-from torchsmith.inductor.runtime.extern_plan import plannable, static_extern_step
+from torchsmith.inductor.runtime.extern_plan import plannable, returns_own_layout, static_extern_step
 from torchsmith.inductor.runtime.externs import run_extern
 from torchsmith.ir.symbolic import evaluate
 from torchsmith.ir.types import TensorType
@@ -74,11 +74,15 @@ class CompiledGraph:
         input_names = frozenset(layouts)
         layouts.update((b.name, b.layout) for step in self.steps for b in step)
         self._run = []
-        allocated: dict = {}  # buffers the kernel steps allocate (at storage offset 0): their layouts
+        # buffers whose tensor is exactly their layout at storage offset 0 (what kernel steps allocate,
+        # what planned library matmuls return): their layouts
+        allocated: dict = {}
         for step, frees in zip(self.steps, self.memory_plan.frees, strict=True):
             drop = [slot_of[n] for n in frees]
             if isinstance(step[0], ExternCall) and self._static and plannable(step[0]):
                 self._run.append(static_extern_step(step[0], slot_of, layouts, drop, input_names))
+                if returns_own_layout(step[0]):
+                    allocated[step[0].name] = step[0].layout
             elif isinstance(step[0], ExternCall):
                 self._run.append(self._extern_step(step[0], slot_of, drop))
             else:
@@ -120,9 +124,9 @@ class CompiledGraph:
         return tuple(int(d) for d in dims) if self._static else tuple(dims)
 
     def _allocation(self, buffer: ComputedBuffer, donor: str | None, slot_of, allocated: dict):
-        """(slot, donor slot or -1, shape, strides, dtype, leaves, same): `same` when the donor is
-        a buffer a kernel step allocated with this very layout, whose tensor then serves as it is
-        (the kernels only take its address) instead of as a new view of its storage."""
+        """(slot, donor slot or -1, shape, strides, dtype, leaves, same): `same` when the donor's
+        tensor is known to be this very layout at storage offset 0 (`allocated`), so it serves as
+        it is (the kernels only take its address) instead of as a new view of its storage."""
         layout = buffer.layout
         donor_slot = -1 if donor is None else slot_of[donor]
         shape, strides = self._dims(layout.shape), self._dims(layout.strides)
