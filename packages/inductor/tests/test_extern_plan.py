@@ -2,9 +2,11 @@
 is built (arguments read from the wrapper's slots, the result's strides the only check), and give
 eager's results: matmuls reading strided views, calls with constant parameters, several outputs."""
 
+import pytest
 import torch
 
 from torchsmith.inductor import compile_graph
+from torchsmith.inductor.errors import RuntimeCallError
 from torchsmith.inductor.runtime import externs, wrapper
 from torchsmith.inductor.testing import assert_matches_eager, make_graph
 
@@ -81,3 +83,33 @@ def test_a_view_of_a_parameter_is_made_once_and_follows_the_parameters_memory():
         other = torch.randn(3, 8)  # a plain tensor in the parameter's place is not kept
         torch.testing.assert_close(compiled(x, other)[0], x @ other.t())
         torch.testing.assert_close(compiled(x, w)[0], x @ w.t())
+
+
+def test_a_planned_call_still_copies_a_result_aliasing_an_argument_or_in_another_layout(monkeypatch):
+    def body(b, img, k):
+        conv = b.op("aten.convolution.default", img, k, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
+        return (b.op("aten.relu.default", conv),)
+
+    types = {"img": ((1, 3, 4, 4), F32), "k": ((3, 3, 1, 1), F32)}
+    graph = make_graph("conv", types, body)
+    (call,) = [b for b in compile_graph(graph).program.buffers if "convolution" in getattr(b, "kernel", "")]
+    img, k = torch.randn(1, 3, 4, 4), torch.randn(3, 3, 1, 1)
+    expected = torch.relu(torch.nn.functional.conv2d(img, k))
+    def column_major(img, k, *rest):
+        return torch.nn.functional.conv2d(img, k).transpose(2, 3).contiguous().transpose(2, 3)
+
+    def in_its_argument(img, k, *rest):
+        return img.copy_(torch.nn.functional.conv2d(img, k))
+
+    for fake, label in [(column_major, "another layout"), (in_its_argument, "its argument's storage")]:
+        monkeypatch.setitem(externs.EXTERN_KERNELS, call.kernel, fake)
+        compiled = compile_graph(graph)
+        _refuse_general_path(monkeypatch)
+        arg = img.clone()
+        (out,) = compiled(arg, k)
+        torch.testing.assert_close(out, expected, msg=label)
+        assert out.is_contiguous(), label
+        assert out.untyped_storage().data_ptr() != arg.untyped_storage().data_ptr(), label
+    monkeypatch.setitem(externs.EXTERN_KERNELS, call.kernel, lambda img, k, *rest: img.double())
+    with pytest.raises(RuntimeCallError, match="expected a torch.float32 tensor"):
+        compile_graph(graph)(img, k)

@@ -128,6 +128,8 @@ def static_extern_step(
     params = [argument_builder(p) for p in call.params]
     kwargs = [(key, argument_builder(v)) for key, v in call.kwargs]
     plain = not (call.params or call.kwargs)
+    layout = call.layout
+    shape, strides, dtype = static_ints(layout.shape), static_ints(layout.strides), layout.dtype
     no_bindings: dict = {}
 
     def run(values, bindings, symbol_values, scratch):
@@ -136,11 +138,30 @@ def static_extern_step(
             result = fn(*args)
         else:
             result = fn(*[p(args) for p in params], **{key: v(args) for key, v in kwargs})
-        values[out] = in_layout(call, own_output(call, result, scratch), no_bindings, args)
+        if type(result) is not torch.Tensor:
+            result = own_output(call, result, scratch)
+        if not _fresh_in_layout(result, args, shape, strides, dtype):
+            result = in_layout(call, result, no_bindings, args)  # copies it, or says what is wrong
+        values[out] = result
         for s in drop:
             values[s] = None
 
     return run
+
+
+def _fresh_in_layout(result, args, shape, strides, dtype) -> bool:
+    """Whether `result` may stand as the call's buffer as it is: a tensor of the planned dtype,
+    shape and strides (up to sizes of 1) that shares no storage with an argument (`in_layout` asks
+    the same, with sizes evaluated per call)."""
+    if not isinstance(result, torch.Tensor) or result.dtype != dtype or result.shape != shape:
+        return False
+    if result.numel():
+        storage = result.untyped_storage().data_ptr()
+        for a in args:
+            if a.numel() and a.untyped_storage().data_ptr() == storage:
+                return False
+    actual = result.stride()
+    return actual == strides or result.numel() <= 1 or same_strides(shape, actual, strides)
 
 
 def in_matmul_layout(result: torch.Tensor, shape, strides, dtype) -> torch.Tensor:
