@@ -113,3 +113,35 @@ def test_a_planned_call_still_copies_a_result_aliasing_an_argument_or_in_another
     monkeypatch.setitem(externs.EXTERN_KERNELS, call.kernel, lambda img, k, *rest: img.double())
     with pytest.raises(RuntimeCallError, match="expected a torch.float32 tensor"):
         compile_graph(graph)(img, k)
+
+
+def _counting_views(monkeypatch) -> list:
+    views = []
+    real = torch.Tensor.as_strided
+    monkeypatch.setattr(torch.Tensor, "as_strided", lambda self, *a: views.append(a) or real(self, *a))
+    return views
+
+
+def test_a_kernel_buffer_read_through_one_reshaping_view_is_made_in_that_layout(monkeypatch):
+    def one_view(b, x, w):
+        heads = b.op("aten.view.default", b.op("aten.relu.default", x), [6, 4])
+        return (b.op("aten.mm.default", heads, w),)
+
+    def two_views_and_an_output(b, x, w, v):
+        r = b.op("aten.relu.default", x)
+        a = b.op("aten.mm.default", b.op("aten.view.default", r, [6, 4]), w)
+        c = b.op("aten.mm.default", b.op("aten.view.default", r, [2, 12]), v)
+        return a, c, b.op("aten.sin.default", b.op("aten.view.default", r, [6, 4]))
+
+    types = {"x": ((2, 3, 4), F32), "w": ((4, 5), F32), "v": ((12, 3), F32)}
+    x, w, v = torch.randn(2, 3, 4), torch.randn(4, 5), torch.randn(12, 3)
+    graph = make_graph("one_view", {k: types[k] for k in ("x", "w")}, one_view)
+    compiled = compile_graph(graph)
+    assert_matches_eager(compiled, graph, x, w, rtol=1e-5, atol=1e-5)
+    views = _counting_views(monkeypatch)
+    compiled(x, w)
+    assert views == []  # relu's buffer is made as the [6, 4] matrix the matmul reads
+    graph = make_graph("two_views", types, two_views_and_an_output)
+    compiled = compile_graph(graph)
+    for _ in range(2):
+        assert_matches_eager(compiled, graph, x, w, v, rtol=1e-5, atol=1e-5)

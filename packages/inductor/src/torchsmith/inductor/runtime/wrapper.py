@@ -13,8 +13,15 @@ import torch
 
 from torchsmith.inductor.cpp.codegen import Kernel
 from torchsmith.inductor.errors import RuntimeCallError
-from torchsmith.inductor.fusion.memory_plan import MemoryPlan, plan_memory
-from torchsmith.inductor.loop_ir.program import Buffer, ComputedBuffer, ExternCall, LoopProgram, TensorView
+from torchsmith.inductor.fusion.memory_plan import MemoryPlan, plan_memory, storage_key
+from torchsmith.inductor.loop_ir.program import (
+    Buffer,
+    ComputedBuffer,
+    ExternCall,
+    Layout,
+    LoopProgram,
+    TensorView,
+)
 from torchsmith.inductor.runtime.extern_plan import plannable, returns_own_layout, static_extern_step
 from torchsmith.inductor.runtime.externs import run_extern
 from torchsmith.ir.symbolic import evaluate
@@ -73,6 +80,8 @@ class CompiledGraph:
         layouts = {b.name: b.layout for b in program.inputs}
         input_names = frozenset(layouts)
         layouts.update((b.name, b.layout) for step in self.steps for b in step)
+        if self._static:
+            layouts.update(self._layouts_as_read(layouts))
         self._run = []
         # buffers whose tensor is exactly their layout at storage offset 0 (what kernel steps allocate,
         # what planned library matmuls return): their layouts
@@ -89,8 +98,11 @@ class CompiledGraph:
                 kernel = kernel_of[step[0].name]
                 # Kernel-local buffers (cpp_local) have no storage: only what the kernel writes.
                 stored = [b for b in step if b.name in kernel.writes]
-                allocs = [self._allocation(b, donors.get(b.name), slot_of, allocated) for b in stored]
-                allocated.update((b.name, b.layout) for b in stored)
+                allocs = [
+                    self._allocation(b, layouts[b.name], donors.get(b.name), slot_of, allocated)
+                    for b in stored
+                ]
+                allocated.update((b.name, layouts[b.name]) for b in stored)
                 self._run.append(self._kernel_step(library, kernel, allocs, slot_of, drop))
         self._outputs = [self._output(view, slot_of) for view in program.outputs]
         self._expected = [
@@ -123,11 +135,39 @@ class CompiledGraph:
         """Constant ints without symbols; otherwise the expressions, evaluated per call."""
         return tuple(int(d) for d in dims) if self._static else tuple(dims)
 
-    def _allocation(self, buffer: ComputedBuffer, donor: str | None, slot_of, allocated: dict):
-        """(slot, donor slot or -1, shape, strides, dtype, leaves, same): `same` when the donor's
-        tensor is known to be this very layout at storage offset 0 (`allocated`), so it serves as
-        it is (the kernels only take its address) instead of as a new view of its storage."""
-        layout = buffer.layout
+    def _layouts_as_read(self, layouts: dict) -> dict:
+        """Buffers the kernels write whose tensor is made in the layout the library calls read them
+        with instead of their own: a buffer no graph output shows, read by planned extern calls
+        through one view at offset 0 over exactly its storage (a [B*S, H*D] product as [B, S, H, D]
+        heads). The kernels only take its address, and the extern calls then read the tensor itself
+        rather than a new view of it per call."""
+        outputs = {v.buffer for v in self.program.outputs}
+        written = {b.name for step in self.steps if not isinstance(step[0], ExternCall) for b in step}
+        views: dict[str, set] = {}
+        for step in self.steps:
+            if isinstance(step[0], ExternCall):
+                for v in step[0].args:
+                    if v.buffer in written:
+                        seen = (tuple(v.shape), tuple(v.strides), v.offset) if plannable(step[0]) else None
+                        views.setdefault(v.buffer, set()).add(seen)
+        chosen = {}
+        for name, seen in views.items():
+            if name in outputs or len(seen) != 1 or None in seen:
+                continue
+            ((shape, strides, offset),) = seen
+            own = layouts[name]
+            read = Layout(shape, strides, own.dtype)
+            if offset == 0 and (shape, strides) != (tuple(own.shape), tuple(own.strides)) and (
+                storage_key(read) == storage_key(own)
+            ):
+                chosen[name] = read
+        return chosen
+
+    def _allocation(self, buffer: ComputedBuffer, layout, donor: str | None, slot_of, allocated: dict):
+        """(slot, donor slot or -1, shape, strides, dtype, leaves, same) of `buffer`'s tensor in
+        `layout` (its own, or the one extern calls read it in): `same` when the donor's tensor is
+        known to be this very layout at storage offset 0 (`allocated`), so it serves as it is (the
+        kernels only take its address) instead of as a new view of its storage."""
         donor_slot = -1 if donor is None else slot_of[donor]
         shape, strides = self._dims(layout.shape), self._dims(layout.strides)
         # A graph output in a dead buffer's storage is detached from that buffer: eager's result is
