@@ -76,6 +76,13 @@ def equal_to_eager(rank, world_size, name: str, backend: str,
         run["warnings"] = sorted({str(w.message) for w in caught})
         records = [r for wrapper in compiled for r in wrapper._session.records]
         run["graphs"] = sum(r.graph is not None for r in records)
+        sessions = [wrapper._session for wrapper in compiled]
+        run["eager_codes"] = [code.co_qualname for session in sessions
+                              for code, cache in session.caches.items() if cache.eager_reason]
+        entries = run["entries"] = {}  # cache entries of each code, over all sessions
+        for session in sessions:
+            for code, cache in session.caches.items():
+                entries[code.co_qualname] = entries.get(code.co_qualname, 0) + len(cache.entries)
         run["breaks"] = [(r.break_reason.reason, f"{r.break_reason.filename}:{r.break_reason.line}")
                          for r in records if r.break_reason is not None]
         run["keys"] = list(call.state_dict())

@@ -14,9 +14,9 @@ class Block(torch.nn.Module):
 
 
 class MLP(torch.nn.Module):
-    def __init__(self):
+    def __init__(self, depth: int = 3):
         super().__init__()
-        self.blocks = torch.nn.ModuleList([Block(8, 16), Block(16, 16), Block(16, 16)])
+        self.blocks = torch.nn.ModuleList([Block(8, 16)] + [Block(16, 16) for _ in range(depth - 1)])
         self.head = torch.nn.Linear(16, 4)
 
     def forward(self, x):
@@ -54,9 +54,10 @@ def bert():
 
 
 def build(name: str) -> torch.nn.Module:
-    """The model `name` ("mlp", "gpt2", "bert") with weights from seed 0 (equal on every rank)."""
+    """The model `name` ("mlp", "gpt2", "bert"; "deep_mlp": 12 blocks, GPT-2 small's layer count)
+    with weights from seed 0 (equal on every rank)."""
     torch.manual_seed(0)
-    return {"mlp": MLP, "gpt2": gpt2, "bert": bert}[name]()
+    return {"mlp": MLP, "deep_mlp": lambda: MLP(depth=12), "gpt2": gpt2, "bert": bert}[name]()
 
 
 def blocks(model: torch.nn.Module) -> torch.nn.ModuleList:
@@ -70,7 +71,7 @@ def blocks(model: torch.nn.Module) -> torch.nn.ModuleList:
 def batches(name: str, rank: int, steps: int) -> list[torch.Tensor]:
     """`steps` inputs for `rank` (each rank trains on its own data, as under DDP)."""
     g = torch.Generator().manual_seed(100 + rank)
-    if name == "mlp":
+    if name.endswith("mlp"):
         return [torch.randn(4, 8, generator=g) for _ in range(steps)]
     return [torch.randint(0, 64, (2, 8), generator=g) for _ in range(steps)]
 
