@@ -61,3 +61,29 @@ def test_written_out_attention_runs_as_one_sdpa_call_without_copies():
     keep = torch.ones(B, 1, L, L, dtype=torch.bool).tril()
     keep[1, :, :, 10:] = False
     assert_matches_eager(compiled, graph, torch.randn(B, L, 3 * H * E), keep, rtol=1e-5, atol=1e-5)
+
+
+def test_attention_over_contiguous_heads_keeps_a_contiguous_result():
+    """q, k, v already (B, H, L, E): CPU flash attention writes its result in that order too, so the
+    result is stored contiguous and the graph runs the one call, no copy into another layout."""
+
+    def attention(b, q, k, v):  # as torch.softmax(q @ k.transpose(-2, -1) * scale, -1) @ v traces
+        def rows(x, shape):
+            return b.op("aten.view.default", x, shape)
+
+        kt = rows(b.op("aten.transpose.int", k, -2, -1), [B * H, E, L])
+        scores = b.op("aten.bmm.default", rows(q, [B * H, L, E]), kt)
+        scores = b.op("aten._unsafe_view.default", scores, [B, H, L, L])
+        weights = b.op("aten._softmax.default", b.op("aten.mul.Tensor", scores, E**-0.5), -1, False)
+        out = b.op("aten.bmm.default", rows(weights, [B * H, L, L]), rows(v, [B * H, L, E]))
+        return b.op("aten._unsafe_view.default", out, [B, H, L, E])
+
+    shape = ((B, H, L, E), torch.float32)
+    graph = make_graph("contiguous_attention", {"q": shape, "k": shape, "v": shape}, attention)
+    compiled = compile_graph(to_prims_keep(graph))
+    calls = [b for b in compiled.program.buffers if isinstance(b, ExternCall)]
+    assert [c.kernel for c in calls] == ["prims.scaled_dot_product_attention"]
+    assert calls[0].layout.strides == (H * L * E, L * E, E, 1)
+    assert not [b for b in compiled.program.buffers if isinstance(b, ComputedBuffer)]
+    q, k, v = (torch.randn(B, H, L, E) for _ in range(3))
+    assert_matches_eager(compiled, graph, q, k, v, rtol=1e-5, atol=1e-5)

@@ -147,20 +147,31 @@ def _lower_library_call(ctx: LoweringContext, node: Node) -> ViewRef:
     params, kwargs, tensors = extern_params(ctx, node)
     (ref,) = ctx.extern(node, node.op, params=params, kwargs=kwargs, tensors=tensors)
     if node.op == "prims.scaled_dot_product_attention":
-        return _heads_last_layout(ctx, ref)
+        return _heads_last_layout(ctx, ref, on_cpu=torch.device(node.outputs[0].type.device).type == "cpu")
     return ref
 
 
-def _heads_last_layout(ctx: LoweringContext, ref: ViewRef) -> ViewRef:
-    """A 4-d attention result (B, H, L, E) stored as (B, L, H, E), the order CPU flash attention
-    writes when its query is a head split of a (B, L, H*E) projection (nn.MultiheadAttention,
+def _heads_last_layout(ctx: LoweringContext, ref: ViewRef, on_cpu: bool) -> ViewRef:
+    """A 4-d attention result (B, H, L, E) stored as (B, L, H, E), the order the attention kernels
+    write when the query is a head split of a (B, L, H*E) projection (nn.MultiheadAttention,
     transformers): merging the heads back before the out-projection is then a view, not a copy,
-    and the kernel's result needs no copy into the buffer either."""
+    and the kernel's result needs no copy into the buffer either. On the CPU, flash attention
+    writes in the query's order, so a contiguous query (B, H, L, E) keeps a contiguous result."""
     call = ctx.buffers[-1]
     shape = call.layout.shape
     if len(shape) != 4 or not all(isinstance(d, int) for d in shape):
         return ref
     batch, heads, length, width = shape
     strides = (length * heads * width, width, heads * width, 1)
+    query = call.args[0] if call.args else None
+    if on_cpu and query is not None and not _heads_last(query):
+        return ref
     ctx.buffers[-1] = dataclasses.replace(call, layout=Layout(shape, strides, call.layout.dtype))
     return strided_ref(call.name, shape, strides, call.layout.dtype)
+
+
+def _heads_last(view) -> bool:
+    """Whether a (B, H, L, E) view steps over heads inside positions (a head split of a projection),
+    as CPU flash attention decides its result's order; with one head or one position either."""
+    _, heads, length, _ = view.shape
+    return heads == 1 or length == 1 or view.strides[1] < view.strides[2]
