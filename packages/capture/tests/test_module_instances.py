@@ -273,3 +273,30 @@ def test_membership_and_hashes_of_modules_are_guarded(compile_with):
     x = torch.randn(4, 8)
     for m in (Skip(True), Skip(False), Skip(True)):
         torch.testing.assert_close(compiled(m, x), m(x))
+
+
+def test_buffers_updated_in_place_stay_each_instance_own(compile_with, backend):
+    import copy
+
+    class Normed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 8)
+            self.bn = torch.nn.BatchNorm1d(8)
+
+        def forward(self, x):
+            return self.bn(self.lin(x)).relu() + x
+
+    torch.manual_seed(0)
+    blocks = [Normed() for _ in range(4)]
+    eager = copy.deepcopy(blocks)
+    compiled = compile_with(lambda block, x: block(x))
+    for _ in range(3):
+        for i, (b, e) in enumerate(zip(blocks, eager)):
+            x = torch.randn(16, 8) * (i + 1)
+            torch.testing.assert_close(compiled(b, x), e(x))
+    for b, e in zip(blocks, eager):
+        torch.testing.assert_close(b.bn.running_mean, e.bn.running_mean)
+        torch.testing.assert_close(b.bn.running_var, e.bn.running_var)
+        assert int(b.bn.num_batches_tracked) == int(e.bn.num_batches_tracked) == 3
+    assert len(backend.graphs) == 1
