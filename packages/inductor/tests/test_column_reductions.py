@@ -191,8 +191,9 @@ def test_kept_dims_read_as_one_run_are_one_column_range():
 
 
 def test_short_rows_in_lanes_with_nans_tails_and_welford():
-    # Rows of 300 (at most SHORT_ROW): reduction variables in 16 explicit lanes, folded in halves,
-    # then a tail of 12 elements one at a time.
+    # Rows of 300: reduction variables in 2 vectors of 8 explicit lanes (16 elements a step, 18
+    # steps), then one vector (288..295) into the first, the vectors and lanes folded in halves, then
+    # a tail of 4 elements one at a time.
     def body(b, x):
         var, mean = b.op("aten.var_mean.correction", x, [1], correction=1)
         return (
@@ -205,11 +206,12 @@ def test_short_rows_in_lanes_with_nans_tails_and_welford():
 
     graph = make_graph("short_rows", {"x": ((6, 300), F32)}, body)
     compiled = compile_graph(graph)
-    assert "_l[16];" in compiled.source
+    assert "_l0[8], " in compiled.source and "_l1[8];" in compiled.source
     x = 1e3 + torch.randn(6, 300)
     x[1, 5] = float("nan")  # in a lane
-    x[2, 295] = float("nan")  # in the tail
-    x[3, 290:] = 2e3  # the max in the tail
+    x[2, 298] = float("nan")  # in the tail
+    x[5, 291] = float("nan")  # in the one-vector loop
+    x[3, 290:] = 2e3  # the max in the one-vector loop and the tail
     x[4, 17] = -5.0  # the min in a lane
     assert_matches_eager(compiled, graph, x, rtol=1e-5, atol=1e-3)
 

@@ -28,7 +28,7 @@ from dataclasses import replace
 import sympy
 import torch
 
-from torchsmith.inductor.cpp.dtypes import cpp_limit, cpp_type, store_code
+from torchsmith.inductor.cpp.dtypes import cpp_limit, cpp_type, store_code, type_size
 from torchsmith.inductor.cpp.expr import BodyWriter, cpp_index
 from torchsmith.inductor.loop_ir.index_math import index_expressions, reads_as_one_run
 from torchsmith.inductor.loop_ir.program import (
@@ -47,7 +47,14 @@ from torchsmith.inductor.loop_ir.program import (
 # What the code generator did with a group, beside the scheduler's fusion decisions.
 fusion_log = logging.getLogger("torchsmith.inductor.fusion")
 
-BLOCK = 256
+# Wide blocks: each row of a block is one run of reads that the hardware prefetcher follows, and a
+# new page starts at every row (a block of 256 columns read 1 KB per page, and 1000x1531 float
+# column sums ran at two thirds of the copy bandwidth).
+BLOCK = 2048
+DYNAMIC_BLOCK = 256  # columns per block when their number is a symbol
+# The block's per-column states (on the stack, one set per thread) stay within this many bytes:
+# kernels with many or wide states get narrower blocks.
+STATE_BYTES = 256 * 1024
 # Block widths are multiples of this (one AVX-512 vector); with few columns and nothing else to
 # thread over, blocks narrow down to it on several threads so that `MIN_BLOCKS` blocks are shared.
 NARROW_BLOCK = 16
@@ -137,6 +144,12 @@ class _State:
         self.vt = cpp_type(self.value_dtype)
         out = cpp_type(members[0].layout.dtype)
         self.acc_t = "double" if self.kind == "sum" and out == "float" else out
+
+    def bytes_per_column(self) -> int:
+        """The bytes of the state's arrays (`declare`, `chunk_start`, welford's `merge`) per column."""
+        v, acc = type_size(self.vt), type_size(self.acc_t)
+        sizes = {"sum": acc + v, "max": v, "min": v, "argmax": v + 8, "argmin": v + 8}
+        return sizes.get(self.kind, 16 + 4 * v)  # welford: mean, M2; sum, cm, q, e
 
     def declare(self, ind: str) -> list[str]:
         k, b = self.k, self.block
@@ -309,14 +322,19 @@ def _row_loop(lines, ind, r_last, states, pointer_of, outer_last, counter, updat
     lines.append(f"{ind}}}")
 
 
-def _block(columns, other_work, min_blocks: int = 1) -> int:
-    """Columns per block: about `BLOCK` (at most 1.5 times it), split evenly, and narrower when the
-    kernel would otherwise have fewer than `min_blocks` blocks to share among threads."""
+def _block(columns, other_work, column_bytes: int, min_blocks: int = 1) -> int:
+    """Columns per block: about `BLOCK` (`DYNAMIC_BLOCK` for a symbolic number of columns), or fewer
+    where the states' `column_bytes` per column would pass `STATE_BYTES` (at most 1.5 times that),
+    split evenly, and narrower when the kernel would otherwise have fewer than `min_blocks` blocks
+    to share among threads."""
     columns, other_work = sympy.sympify(columns), sympy.sympify(other_work)
+    fits = min(BLOCK, STATE_BYTES * 2 // 3 // column_bytes)
+    target = max(NARROW_BLOCK, fits // NARROW_BLOCK * NARROW_BLOCK)
     if not columns.is_Integer:
-        return BLOCK
+        # Unknown columns: a block narrow enough to share among threads and to zero per chunk.
+        return min(target, DYNAMIC_BLOCK)
     n = int(columns)
-    blocks = max(1, round(n / BLOCK))  # 257 columns: one block of 272, not 256 and a remainder of 1
+    blocks = max(1, round(n / target))  # 257 columns: one block of 272, not 256 and a remainder of 1
     if other_work.is_Integer and int(other_work) * blocks < min_blocks:
         blocks = max(blocks, min(min_blocks // int(other_work) or 1, -(-n // NARROW_BLOCK)))
     width = -(-n // blocks)
@@ -368,8 +386,10 @@ def emit_column_kernel(
     outer = index_vars(len(body.ranges))
     rvars = reduction_vars(len(body.reduction_ranges))
     columns = cpp_index(body.ranges[-1])
-    block = _block(body.ranges[-1], sympy.Mul(*body.ranges[:-1]))
-    narrow = _block(body.ranges[-1], sympy.Mul(*body.ranges[:-1]), MIN_BLOCKS)
+    states = _states(reductions, 0)
+    column_bytes = sum(state.bytes_per_column() for state in states)
+    block = _block(body.ranges[-1], sympy.Mul(*body.ranges[:-1]), column_bytes)
+    narrow = _block(body.ranges[-1], sympy.Mul(*body.ranges[:-1]), column_bytes, MIN_BLOCKS)
     states = _states(reductions, block)
     if fusion_log.isEnabledFor(logging.INFO):
         fusion_log.info(

@@ -51,6 +51,16 @@ def storage_type(dtype: torch.dtype) -> str:
     return _types(dtype)[0]
 
 
+# Bytes of each C++ type above (storage and compute types).
+_SIZES = {"double": 8, "int64_t": 8, "float": 4, "int32_t": 4, "int16_t": 2, "uint16_t": 2, "_Float16": 2,
+          "int8_t": 1, "uint8_t": 1, "bool": 1}  # fmt: skip
+
+
+def type_size(cpp: str) -> int:
+    """The bytes of a value of C++ type `cpp` (one of `storage_type` / `cpp_type`'s answers)."""
+    return _SIZES[cpp]
+
+
 def cpp_type(dtype: torch.dtype) -> str:
     """The C++ type a value of `dtype` is computed in (float for the 16-bit float dtypes)."""
     return _types(dtype)[1]

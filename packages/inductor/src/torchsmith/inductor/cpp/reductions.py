@@ -1,8 +1,9 @@
 """C++ for `Reduction` bodies: chunked vector partials, per-thread partials, Welford, argmax/argmin.
 
-The innermost reduction dim is cut into chunks of `CHUNK` elements. Each chunk is one
-`#pragma omp simd` loop reducing into a fresh partial (so float sums run 8/16 lanes of float
-partial sums), and the chunk's partial is combined into the kernel's running state. For a float32
+The innermost reduction dim is cut into chunks of `CHUNK` elements. Each chunk is reduced into a
+fresh partial by vectorized loops over explicit lanes (`LANE_VECTORS` vector accumulators of 8 float
+lanes each), and the chunk's partial is combined into the kernel's running state. max and min keep
+an int nan flag per lane beside the value (a vector max drops a nan). For a float32
 sum the state is a double: one double add per 4096 elements costs nothing, and the two-level
 (lanes, then chunks) summation keeps the error below eager's cascade sum without a double per element.
 
@@ -31,19 +32,19 @@ import re
 import sympy
 import torch
 
-from torchsmith.inductor.cpp.dtypes import cpp_limit, cpp_type, store_code
+from torchsmith.inductor.cpp.dtypes import cpp_limit, cpp_type, store_code, type_size
 from torchsmith.inductor.cpp.expr import BodyWriter, cpp_index
 from torchsmith.inductor.errors import CodegenError
 from torchsmith.inductor.loop_ir.program import Reduction, reduction_vars
 
 CHUNK = 4096
-# Rows up to this long keep their reduction variables in LANES explicit lanes (`_lane_loop`).
-SHORT_ROW = 1024
-LANES = 16
-# Welford's passes over a longer row keep their variables in this many explicit lanes: one vector
-# accumulator would make each pass wait on the add's latency at every step (sums, max and min of a
-# long row wait on memory instead, and keep GCC's reduction loop).
-LONG_LANES = 64
+# Sums, max, min and Welford's passes keep their reduction variables in this many independent vector
+# accumulators of explicit lanes (`_lane_loop`): one accumulator makes each step wait on the previous
+# one's latency.
+LANE_VECTORS = 2
+# The bytes of one vector register a lane array should fill: 256 bits, what GCC vectorizes with
+# under -march=native on AVX2 and AVX-512 machines alike (it prefers 256-bit vectors on both).
+VECTOR_BYTES = 32
 # argmax/argmin look for the best value's first position in blocks of this many elements.
 ARG_BLOCK = 64
 # Per-thread partial states live in fixed arrays of this many entries (threads beyond it are not used).
@@ -131,18 +132,13 @@ class ReductionEmitter:
         )
         return writer.value(self.body.value)
 
-    def _simd_loop(
-        self, indent: str, lo: str, hi: str, clause: str, update, lanes=None, long_lanes: bool = False
-    ) -> None:
+    def _simd_loop(self, indent: str, lo: str, hi: str, clause: str, update, lanes=None, flag=None) -> None:
         """A vectorized loop of the innermost reduction var over [lo, hi); `update(value)` -> stmt.
         What does not depend on the loop var is computed once, before the loop. `lanes` ({reduction
-        variable: C++ type}): in a short row, the variables are kept in `LANES` explicit lanes, and
-        with `long_lanes` in a longer one in `LONG_LANES`."""
-        if lanes and self._short:
-            self._lane_loop(indent, lo, hi, clause, update, lanes)
-            return
-        if lanes and long_lanes:
-            self._lane_loop(indent, lo, hi, clause, update, lanes, LONG_LANES)
+        variable: C++ type}): the variables are kept in explicit lanes (`_lane_loop`, which takes
+        `flag`)."""
+        if lanes:
+            self._lane_loop(indent, lo, hi, clause, update, lanes, flag)
             return
         v = self.rvars[-1]
         start = len(self.lines)
@@ -153,55 +149,123 @@ class ReductionEmitter:
         self.lines.append(f"{indent}}}")
         self.lines[start:start] = hoisted
 
-    def _lane_loop(
-        self, indent: str, lo: str, hi: str, clause: str, update, lanes: dict, n: int = LANES
-    ) -> None:
-        """The loop of `_simd_loop` over a short row (or a welford pass over a longer one): each
-        reduction variable in `n` lanes (an array that one vector, or a few, holds), `n` elements per
-        step, the lanes then combined by the clause's operators and the tail added one element at a
-        time. GCC's code for an OpenMP reduction of a few vectors spends more around the loop than in
-        it, and its one vector accumulator waits on the add's latency at every step."""
-        v, lines = self.rvars[-1], self.lines
+    def _lane_loop(self, indent: str, lo: str, hi: str, clause: str, update, lanes: dict, flag=None) -> None:
+        """The loop of `_simd_loop` with explicit lanes: each reduction variable in `LANE_VECTORS`
+        arrays of `w` lanes, each array filling one vector register (`VECTOR_BYTES`). A step reads
+        `LANE_VECTORS * w` elements in one simd loop of `w`, each array taking one of its vectors: the
+        accumulators are independent (no step waits on the previous one's latency), and each array
+        is one vector at fixed places, which GCC keeps in a register (one array of several vectors
+        is a loop of several iterations, whose lanes GCC leaves in memory: a store and a reload per
+        step). Then one vector at a time into the first array, the arrays and lanes combined by the
+        clause's operators, and the tail (fewer than `w`) one element at a time. GCC's own loop for
+        a `reduction` clause keeps one vector accumulator, and around a short row spends more than
+        in it.
+
+        `flag` (name, value C++ type, update without the flag, flag update from a list of values):
+        in a step, the variable `name` is kept in one array, updated once from all the step's values
+        (max and min test their values for nan two at a time) instead of once per value."""
+        v, lines, vectors = self.rvars[-1], self.lines, LANE_VECTORS
         ops = {name.strip(): op for op, names in re.findall(r"reduction\(([^:]+):([^)]+)\)", clause)
                for name in names.split(",")}  # fmt: skip
+        w = max(1, VECTOR_BYTES // max(type_size(t) for t in lanes.values()))
+        step_size = vectors * w
+        # A row of known length gets only the loops it runs (and only the arrays they touch).
+        known = int(hi) - int(lo) if lo.isdigit() and hi.isdigit() else None
+        steps = known is None or known >= step_size
+        rest = None if known is None else known % step_size if steps else known
+        one_vector = rest is None or rest >= w
+        tail = known is None or known % w != 0
+        if not (steps or one_vector):
+            lines.append(f"{indent}for (int64_t {v} = {lo}; {v} < {hi}; ++{v}) {{")
+            lines.append(f"{indent}  {update(self._value(indent + '  '))}")
+            lines.append(f"{indent}}}")
+            return
+        flag = flag if steps else None
+        flag_name = flag[0] if flag else None
+
+        def arrays(name: str) -> int:
+            return 1 if not steps or name == flag_name else vectors
+
         lb = f"{next(iter(lanes))}_j"  # named after the first variable: unique in the kernel
         for name, t in lanes.items():
-            lines.append(f"{indent}{t} {name}_l[{n}];")
-            lines.append(f"{indent}for (int {lb} = 0; {lb} < {n}; ++{lb}) {name}_l[{lb}] = {name};")
-        lines.append(f"{indent}int64_t {lb}_r = {lo};")
-        lines.append(f"{indent}for (; {lb}_r + {n} <= {hi}; {lb}_r += {n}) {{")
-        i2, i3 = indent + "  ", indent + "    "
-        start = len(lines)
-        lines.append(f"{i2}#pragma omp simd")
-        lines.append(f"{i2}for (int64_t {lb} = 0; {lb} < {n}; ++{lb}) {{")
-        lines.append(f"{i3}const int64_t {v} = {lb}_r + {lb};")
-        # Lane copies under the variables' own names: `update` reads and writes them unchanged.
-        lines += [f"{i3}{t} {name} = {name}_l[{lb}];" for name, t in lanes.items()]
+            declared = ", ".join(f"{name}_l{k}[{w}]" for k in range(arrays(name)))
+            lines.append(f"{indent}{t} {declared};")
+            inits = " ".join(f"{name}_l{k}[{lb}] = {name};" for k in range(arrays(name)))
+            lines.append(f"{indent}for (int {lb} = 0; {lb} < {w}; ++{lb}) {{ {inits} }}")
         hoisted: list[str] = []
-        lines.append(f"{i3}{update(self._value(i3, hoisted, i2))}")
-        lines += [f"{i3}{name}_l[{lb}] = {name};" for name in lanes]
-        lines.append(f"{i2}}}")
-        lines[start:start] = hoisted
-        lines.append(f"{indent}}}")
-        # The lanes fold in halves (a tree: each step one vector operation; a float sum may not be
-        # reordered into one, and a chain of 16 dependent adds would cost more than the row).
+        hoisted_at = len(lines)
+        i2, i3 = indent + "  ", indent + "    "
+
+        def lane_update(ind: str, k: int, offset: str, names: list[str], update) -> str:
+            """Element `lb_r + offset + lb` into array `k` of `names`; returns its value."""
+            lines.append(f"{ind}const int64_t {v} = {lb}_r{offset} + {lb};")
+            # Lane copies under the variables' own names: `update` reads and writes them unchanged.
+            lines.extend(f"{ind}{lanes[name]} {name} = {name}_l{k}[{lb}];" for name in names)
+            value = self._value(ind, hoisted, indent)
+            lines.append(f"{ind}{update(value)}")
+            lines.extend(f"{ind}{name}_l{k}[{lb}] = {name};" for name in names)
+            return value
+
+        def step(count: int) -> None:
+            lines.append(f"{i2}#pragma omp simd")
+            lines.append(f"{i2}for (int64_t {lb} = 0; {lb} < {w}; ++{lb}) {{")
+            if count == 1:
+                lane_update(i3, 0, "", list(lanes), update)
+            else:
+                names = [name for name in lanes if name != flag_name]
+                each = flag[2] if flag else update
+                if flag:
+                    lines.append(f"{i3}{flag[1]} {', '.join(f'{lb}_v{k}' for k in range(count))};")
+                for k in range(count):  # each value in a scope of its own: the same names
+                    lines.append(f"{i3}{{")
+                    value = lane_update(i3 + "  ", k, f" + {k * w}" if k else "", names, each)
+                    if flag:
+                        lines.append(f"{i3}  {lb}_v{k} = {value};")
+                    lines.append(f"{i3}}}")
+                if flag:
+                    name = flag_name
+                    lines.append(f"{i3}{lanes[name]} {name} = {name}_l0[{lb}];")
+                    lines.append(f"{i3}{flag[3]([f'{lb}_v{k}' for k in range(count)])}")
+                    lines.append(f"{i3}{name}_l0[{lb}] = {name};")
+            lines.append(f"{i2}}}")
+
+        lines.append(f"{indent}int64_t {lb}_r = {lo};")
+        if steps:
+            lines.append(f"{indent}for (; {lb}_r + {step_size} <= {hi}; {lb}_r += {step_size}) {{")
+            step(vectors)
+            lines.append(f"{indent}}}")
+        if one_vector:
+            lines.append(f"{indent}for (; {lb}_r + {w} <= {hi}; {lb}_r += {w}) {{")
+            step(1)
+            lines.append(f"{indent}}}")
+        lines[hoisted_at:hoisted_at] = hoisted
+        # Arrays, then the lanes of the first, fold in halves (a tree: each step one vector
+        # operation; a float sum may not be reordered into one, and a chain of dependent adds would
+        # cost more than the row).
         for name in lanes:
-            op, arr = ops[name], f"{name}_l"
+            op = ops[name]
 
             def fold(dst: str, src: str, op=op) -> str:
                 if op in ("max", "min"):
                     return f"{dst} = {src} {'>' if op == 'max' else '<'} {dst} ? {src} : {dst};"
                 return f"{dst} {op}= {src};"
 
-            half = n // 2
+            gap = 1
+            while gap < arrays(name):
+                for k in range(0, arrays(name) - gap, 2 * gap):
+                    step_code = fold(f"{name}_l{k}[{lb}]", f"{name}_l{k + gap}[{lb}]")
+                    lines.append(f"{indent}for (int {lb} = 0; {lb} < {w}; ++{lb}) {step_code}")
+                gap *= 2
+            half = w // 2
             while half:
-                step = fold(f"{arr}[{lb}]", f"{arr}[{lb} + {half}]")
-                lines.append(f"{indent}for (int {lb} = 0; {lb} < {half}; ++{lb}) {step}")
+                step_code = fold(f"{name}_l0[{lb}]", f"{name}_l0[{lb} + {half}]")
+                lines.append(f"{indent}for (int {lb} = 0; {lb} < {half}; ++{lb}) {step_code}")
                 half //= 2
-            lines.append(f"{indent}{fold(name, f'{arr}[0]')}")
-        lines.append(f"{indent}for (int64_t {v} = {lb}_r; {v} < {hi}; ++{v}) {{")
-        lines.append(f"{indent}  {update(self._value(indent + '  '))}")
-        lines.append(f"{indent}}}")
+            lines.append(f"{indent}{fold(name, f'{name}_l0[0]')}")
+        if tail:
+            lines.append(f"{indent}for (int64_t {v} = {lb}_r; {v} < {hi}; ++{v}) {{")
+            lines.append(f"{indent}  {update(self._value(indent + '  '))}")
+            lines.append(f"{indent}}}")
 
     def _chunk(self, indent: str, lo: str, hi: str, state_kind: str) -> None:
         """Reduce elements [lo, hi) of the innermost reduction dim into the state `self.acc`."""
@@ -227,21 +291,30 @@ class ReductionEmitter:
             cmp = ">" if state_kind == "max" else "<"
             clause = f"reduction({state_kind}:{p}_s)"
 
-            def update(v):
-                code = f"{p}_s = {v} {cmp} {p}_s ? {v} : {p}_s;"
-                # Lanes combine with OpenMP's max, which may drop a nan: keep a nan flag beside it.
-                return code + (f" {p}_nan = {p}_nan | ({v} != {v});" if vd.is_floating_point else "")
+            def best(v):
+                return f"{p}_s = {v} {cmp} {p}_s ? {v} : {p}_s;"
 
-            lanes = {f"{p}_s": cpp_type(vd)}
+            def update(v):
+                # A vector max drops a nan: keep a nan flag beside it.
+                return best(v) + (f" {p}_nan = {p}_nan | ({v} != {v});" if vd.is_floating_point else "")
+
+            def any_nan(values):  # one unordered test per two values
+                pairs = [values[i : i + 2] for i in range(0, len(values), 2)]
+                tests = [f"__builtin_isunordered({x[0]}, {x[1]})" if len(x) == 2 else f"({x[0]} != {x[0]})"
+                         for x in pairs]  # fmt: skip
+                return f"{p}_nan = {p}_nan | {' | '.join(tests)};"
+
+            lanes, flag = {f"{p}_s": cpp_type(vd)}, None
             if vd.is_floating_point:
                 clause += f" reduction(|:{p}_nan)"
                 lanes[f"{p}_nan"] = "int32_t"
-            self._simd_loop(indent, lo, hi, clause, update, lanes)
+                flag = (f"{p}_nan", cpp_type(vd), best, any_nan)
+            self._simd_loop(indent, lo, hi, clause, update, lanes, flag)
         elif state_kind == "welford":
             t = cpp_type(vd)
             self.lines.append(f"{indent}{t} {p}_sum = 0;")
             self._simd_loop(
-                indent, lo, hi, f"reduction(+:{p}_sum)", lambda v: f"{p}_sum += {v};", {f"{p}_sum": t}, True
+                indent, lo, hi, f"reduction(+:{p}_sum)", lambda v: f"{p}_sum += {v};", {f"{p}_sum": t}
             )
             self.lines.append(f"{indent}const {t} {p}_cnt = static_cast<{t}>({hi} - {lo});")
             self.lines.append(f"{indent}const {t} {p}_cm = {p}_sum / {p}_cnt;")
@@ -249,7 +322,7 @@ class ReductionEmitter:
             self._simd_loop(
                 indent, lo, hi, f"reduction(+:{p}_q, {p}_e)",
                 lambda v: f"{{ const {t} d = {v} - {p}_cm; {p}_q += d * d; {p}_e += d; }}",
-                {f"{p}_q": t, f"{p}_e": t}, True,
+                {f"{p}_q": t, f"{p}_e": t},
             )  # fmt: skip
             # `cm` carries the rounding error of the float sum; the deviations' own sum `e` corrects
             # mean and M2 for it (M2 about cm = M2 about the mean + e^2/n).
@@ -327,8 +400,6 @@ class ReductionEmitter:
         the reduction among threads."""
         kind, vd = self.kind, self.value_dtype
         self._result_dtype = stores[0][2]
-        size = sympy.sympify(self.body.reduction_ranges[-1])
-        self._short = parallel_if is None and size.is_Integer and int(size) <= SHORT_ROW
         state_kind = stores[0][0] if kind != "welford" else "welford"
         state = _state(stores[0][0], vd, self._result_dtype)
         a, lines = self.acc, self.lines
