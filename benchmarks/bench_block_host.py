@@ -7,12 +7,15 @@
 One `Block` (LayerNorm, Linear 512->2048, GELU, Linear 2048->512, residual) at batch 64, fp32,
 one thread (OMP_NUM_THREADS=1): the unit FSDP compiles on its own, so whatever a compiled call adds
 around its kernels (guards, capture's generated code, the AOT runtime's autograd.Function, the
-wrappers) is paid per block per step, forward and backward. Its kernels are at parity with eager's,
-so the difference between the two is that host time. Timed: the forward with grad mode on and
-parameters that require grad (a training forward, result dropped), and forward plus backward (with a
-fixed output gradient, parameter gradients cleared to None each step as `zero_grad()` does). The
-systems take turns every round; a time is the median round. `--torch-compile` adds torch.compile
-(inductor) as a third column; `--write` writes results/block_host_cpu.{md,json}. Not run in CI.
+wrappers) is paid per block per step, forward and backward. At the default size the kernels take
+most of a call; at batch 8, 128->512 (the third line above) most of it is host time.
+
+Timed: the forward with grad mode on and parameters that require grad (a training forward, result
+dropped), and forward plus backward (a fixed output gradient, parameter gradients cleared to None
+each step as `zero_grad()` does). The systems take turns every round; a time is the median round,
+on the thread's CPU clock (`--clock wall` for wall time). `--torch-compile` adds torch.compile
+(inductor) as a third column; `--write` merges the configuration's row into
+results/block_host_cpu.{md,json}. Not run in CI.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ os.environ.setdefault("TORCHSMITH_CACHE_DIR", os.path.join(_CACHE, "torchsmith")
 import argparse  # noqa: E402
 import json  # noqa: E402
 import statistics  # noqa: E402
+import time  # noqa: E402
 import warnings  # noqa: E402
 
 import torch  # noqa: E402
@@ -61,18 +65,20 @@ def step_fns(model, x, grad):
     return forward, forward_backward
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--width", type=int, default=512)
-    parser.add_argument("--hidden", type=int, default=2048)
-    parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--calls", type=int, default=50, help="calls per round")
-    parser.add_argument("--torch-compile", action="store_true", help="add torch.compile as a column")
-    parser.add_argument("--write", action="store_true", help="write results/block_host_cpu.{md,json}")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    warnings.simplefilter("ignore")
+def thread_times(fns, rounds: int, calls: int) -> dict[str, list[float]]:
+    """`interleaved_times` on this thread's CPU clock: a slice of time another job takes from a shared
+    core is not counted (wall time on 2 shared cores swings by tens of percent between rounds)."""
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            start = time.thread_time()
+            for _ in range(calls):
+                fn()
+            samples[name].append((time.thread_time() - start) / calls)
+    return samples
+
+
+def measure(args) -> dict:
     torch.manual_seed(0)
     block = Block(args.width, args.hidden)
     x = torch.randn(args.batch, args.width, requires_grad=True)
@@ -83,7 +89,10 @@ def main() -> None:
     expected = block(x)
     for name, fn in systems.items():
         torch.testing.assert_close(fn(x), expected, rtol=1e-4, atol=1e-4, msg=lambda m, n=name: f"{n}: {m}")
-    rows = {}
+    row = {"batch": args.batch, "width": args.width, "hidden": args.hidden, "clock": args.clock,
+           "rounds": args.rounds, "calls": args.calls,
+           "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    timer = thread_times if args.clock == "thread" else interleaved_times
     for kind in ("forward", "forward_backward"):
         fns = {}
         for name, model in systems.items():
@@ -91,33 +100,68 @@ def main() -> None:
             fns[name] = forward if kind == "forward" else forward_backward
             for _ in range(10):
                 fns[name]()
-        samples = interleaved_times(fns, args.rounds, args.calls)
-        rows[kind] = {name: statistics.median(v) * 1e6 for name, v in samples.items()}
-        rows[kind]["best"] = {name: min(v) * 1e6 for name, v in samples.items()}
-        line = ", ".join(f"{name} {rows[kind][name]:.0f} us (best {rows[kind]['best'][name]:.0f})"
+        samples = timer(fns, args.rounds, args.calls)
+        row[kind] = {name: statistics.median(v) * 1e6 for name, v in samples.items()}
+        row[kind + "_best"] = {name: min(v) * 1e6 for name, v in samples.items()}
+        line = ", ".join(f"{name} {row[kind][name]:.0f} us (best {row[kind + '_best'][name]:.0f})"
                          for name in systems)
-        print(f"{kind}: {line} (torchsmith - eager {rows[kind]['torchsmith'] - rows[kind]['eager']:+.0f} us)",
+        print(f"{kind}: {line} (torchsmith - eager {row[kind]['torchsmith'] - row[kind]['eager']:+.0f} us)",
               flush=True)
+    return row
+
+
+def render(report: dict) -> str:
+    m = report["machine"]
+    lines = [
+        "# Host time of one compiled block per training step (CPU, 1 thread)",
+        "",
+        "Block: LayerNorm, Linear W->H, GELU, Linear H->W, residual, fp32, one thread: the unit FSDP "
+        "compiles on its own, so what a compiled call adds around its kernels is paid per block, forward "
+        "and backward. Forward: grad mode on, parameters requiring grad, result dropped; forward + "
+        "backward: a fixed output gradient, gradients cleared each step. The systems take turns each "
+        "round; a time is the median round, on this thread's CPU clock unless the row says wall "
+        f"(the {m['cpu_count']} CPUs are shared with other jobs). {m['cpu']}; torch {m['torch']}; "
+        f"last run {m['date']}.",
+        "",
+        "| batch x W -> H | step | eager µs | torchsmith µs | torch.compile µs | torchsmith - eager µs "
+        "| clock, rounds x calls |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
+    for row in report["rows"].values():
+        for kind in ("forward", "forward_backward"):
+            times = row[kind]
+            tc = f"{times['torch.compile']:.0f}" if "torch.compile" in times else "-"
+            lines.append(
+                f"| {row['batch']} x {row['width']} -> {row['hidden']} | {kind.replace('_', ' + ')} "
+                f"| {times['eager']:.0f} | {times['torchsmith']:.0f} | {tc} "
+                f"| {times['torchsmith'] - times['eager']:+.0f} "
+                f"| {row['clock']}, {row['rounds']} x {row['calls']} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--width", type=int, default=512)
+    parser.add_argument("--hidden", type=int, default=2048)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--calls", type=int, default=50, help="calls per round")
+    parser.add_argument("--clock", choices=("thread", "wall"), default="thread")
+    parser.add_argument("--torch-compile", action="store_true", help="add torch.compile as a column")
+    parser.add_argument("--write", action="store_true",
+                        help="merge this configuration's row into results/block_host_cpu.{md,json}")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    warnings.simplefilter("ignore")
+    row = measure(args)
     if args.write:
-        report = {"machine": machine(), "settings": vars(args), "rows": rows}
-        (RESULTS / "block_host_cpu.json").write_text(json.dumps(report, indent=1) + "\n")
-        names = list(systems)
-        m = report["machine"]
-        lines = [
-            "# Host time of one compiled block per training step (CPU, 1 thread)",
-            "",
-            f"Block: LayerNorm, Linear {args.width}->{args.hidden}, GELU, Linear {args.hidden}->"
-            f"{args.width}, residual; batch {args.batch}, fp32. {m['cpu']}, {m['cpu_count']} CPUs shared "
-            f"with other jobs; torch {m['torch']}; {m['date']}. Median of {args.rounds} rounds of "
-            f"{args.calls} calls, the systems taking turns each round.",
-            "",
-            "| step | " + " | ".join(f"{n} µs" for n in names) + " | torchsmith - eager µs |",
-            "|---|" + "---:|" * (len(names) + 1),
-        ]
-        for kind, row in rows.items():
-            lines.append(f"| {kind.replace('_', ' + ')} | " + " | ".join(f"{row[n]:.0f}" for n in names)
-                         + f" | {row['torchsmith'] - row['eager']:+.0f} |")
-        (RESULTS / "block_host_cpu.md").write_text("\n".join(lines) + "\n")
+        path = RESULTS / "block_host_cpu.json"
+        rows = json.loads(path.read_text())["rows"] if path.exists() else {}
+        rows[f"{args.batch}x{args.width}->{args.hidden}"] = row
+        report = {"machine": machine(), "rows": rows}
+        path.write_text(json.dumps(report, indent=1) + "\n")
+        (RESULTS / "block_host_cpu.md").write_text(render(report))
 
 
 if __name__ == "__main__":
