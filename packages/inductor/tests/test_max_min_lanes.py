@@ -2,7 +2,8 @@
 eager: a nan anywhere in the reduced slice gives nan (in each of the vector accumulators, the
 one-vector loop, the scalar tail, first and last element), infinities, float64 (4 lanes a vector),
 integers and half floats, odd row lengths, transposed and channels-last inputs, whole-tensor
-reductions split among threads, and empty dims."""
+reductions split among threads, empty dims, and the prefetch of the next run of a reduction over
+several dims whose runs lie pages apart."""
 
 import pytest
 import torch
@@ -154,3 +155,22 @@ def test_empty_dims():
             x.amax(dims)
         with pytest.raises(GraphBuildError, match="zero-size dimension"):
             _graph("empty", x, dims)
+
+
+def test_runs_far_apart_prefetch_the_next_one():
+    # x.var((0, 2)) / x.amax((0, 2)) of [6, 5, 1100]: runs of 1100 floats 22 KB apart, the next run's
+    # lines prefetched (its position clamped on the last run); [6, 5, 9] runs sit on one page: none.
+    def body(b, x):
+        var, mean = b.op("aten.var_mean.correction", x, [0, 2], correction=1)
+        return var, mean, b.op("aten.amax.default", x, [0, 2])
+
+    graph = make_graph("far_runs", {"x": ((6, 5, 1100), torch.float32)}, body)
+    compiled = compile_graph(graph)
+    assert "__builtin_prefetch(&in_x[" in compiled.source and "ts::imin(5, (1 + r0))" in compiled.source
+    x = torch.randn(6, 5, 1100) * 3 + 1
+    x[5, 4, 1099] = NAN  # the last run's last element
+    assert_matches_eager(compiled, graph, x, rtol=1e-5, atol=1e-5)
+    near = make_graph("near_runs", {"x": ((6, 5, 9), torch.float32)}, body)
+    compiled = compile_graph(near)
+    assert "__builtin_prefetch" not in compiled.source
+    assert_matches_eager(compiled, near, torch.randn(6, 5, 9), rtol=1e-5, atol=1e-5)

@@ -35,7 +35,8 @@ import torch
 from torchsmith.inductor.cpp.dtypes import cpp_limit, cpp_type, store_code, type_size
 from torchsmith.inductor.cpp.expr import BodyWriter, cpp_index
 from torchsmith.inductor.errors import CodegenError
-from torchsmith.inductor.loop_ir.program import Reduction, reduction_vars
+from torchsmith.inductor.loop_ir.index_math import index_expressions
+from torchsmith.inductor.loop_ir.program import Reduction, loads, reduction_vars
 
 CHUNK = 4096
 # Sums, max, min and Welford's passes keep their reduction variables in this many independent vector
@@ -45,6 +46,9 @@ LANE_VECTORS = 2
 # The bytes of one vector register a lane array should fill: 256 bits, what GCC vectorizes with
 # under -march=native on AVX2 and AVX-512 machines alike (it prefers 256-bit vectors on both).
 VECTOR_BYTES = 32
+# Reductions over several dims prefetch the next run of the innermost one when it is at most this long.
+PREFETCH_RUN = 2048
+PAGE = 4096
 # argmax/argmin look for the best value's first position in blocks of this many elements.
 ARG_BLOCK = 64
 # Per-thread partial states live in fixed arrays of this many entries (threads beyond it are not used).
@@ -412,6 +416,7 @@ class ReductionEmitter:
                 lines.append(f"{indent}{'  ' * depth}for (int64_t {v} = 0; {v} < {cpp_index(r)}; ++{v}) {{")
             inner = indent + "  " * (len(ranges) - 1)
             c, size = f"{a}c", sympy.sympify(ranges[-1])
+            lines += self._prefetch_next_run(inner)
             if size.is_Integer and int(size) <= CHUNK:  # one chunk: no chunk loop around it
                 self._chunk(inner, "0", last, state_kind)
             else:
@@ -424,6 +429,36 @@ class ReductionEmitter:
             self._emit_parallel(indent, state, state_kind, parallel_if)
         for kind_k, target, dtype in stores:
             lines.append(f"{indent}{target} = {store_code(_result(kind_k, a, vd, dtype), dtype)};")
+
+    def _prefetch_next_run(self, indent: str) -> list[str]:
+        """Prefetches of the cache lines of the next outer reduced position's run: where a reduction
+        over several dims reads short contiguous runs far apart (`x.var((0, 2))` of a [64, 256, 257]
+        tensor: runs of 257 floats 257 KB apart), each run starts on a page the hardware prefetcher
+        has not seen, and the reads wait on memory without them. Nothing for one reduced dim, runs
+        longer than `PREFETCH_RUN` elements (the prefetcher catches up within them), runs less than
+        a page apart, or indirect loads."""
+        ranges, rvars = self.body.reduction_ranges, self.rvars
+        size = sympy.sympify(ranges[-1])
+        if len(ranges) < 2 or not size.is_Integer or int(size) > PREFETCH_RUN:
+            return []
+        if index_expressions(self.body.value) is None:
+            return []
+        outer, inner = rvars[-2], rvars[-1]
+        following = sympy.Min(outer + 1, sympy.sympify(ranges[-2]) - 1)
+        lines, seen, pf = [], set(), f"{self.acc}_pf"
+        for load in loads(self.body.value):
+            index = sympy.expand(sympy.sympify(load.index))
+            jump = index.coeff(outer)  # from one run to the next, in elements
+            if index.coeff(inner) != 1 or not jump.is_Integer or (load.buffer, index) in seen:
+                continue
+            if abs(int(jump)) * load.dtype.itemsize <= PAGE:  # the next run is on the same or next page
+                continue
+            seen.add((load.buffer, index))
+            step = max(1, 64 // load.dtype.itemsize)  # elements per cache line
+            at = cpp_index(index.xreplace({outer: following, inner: sympy.Symbol(pf)}))
+            loop = f"for (int64_t {pf} = 0; {pf} < {int(size)}; {pf} += {step})"
+            lines.append(f"{indent}{loop} __builtin_prefetch(&{self.pointer_of[load.buffer]}[{at}]);")
+        return lines
 
     def _emit_parallel(self, indent: str, state, state_kind: str, parallel_if: str) -> None:
         a, lines, ranges = self.acc, self.lines, self.body.reduction_ranges
