@@ -96,3 +96,17 @@ def test_outputs_returned_as_they_are_still_write_mutated_inputs_back():
     (out,) = fn(value)
     torch.testing.assert_close(value, torch.ones(3))
     torch.testing.assert_close(out, torch.ones(3).sin())
+
+
+def test_a_compiler_returning_any_iterable_still_runs():
+    def generator_compiler(graph, example_inputs):
+        run = python_compiler(graph, example_inputs)
+        return lambda *args: (r for r in run(*args))
+
+    x, w, b = torch.randn(4, 3), torch.randn(2, 3), torch.randn(2)
+    (y,) = aot_compile(linear_graph(), [x, w, b], generator_compiler)(x, w, b)
+    torch.testing.assert_close(y, torch.nn.functional.linear(x, w, b))
+    w.requires_grad_()
+    (y,) = aot_compile(linear_graph(), [x, w, b], generator_compiler, python_compiler)(x, w, b)
+    y.sum().backward()
+    torch.testing.assert_close(w.grad, x.sum(0).expand(2, 3))

@@ -154,6 +154,12 @@ class CompiledProgram:
         return self._eager_fn
 
 
+def _as_sequence(results):
+    """A compiled forward's results as a list or tuple (the built-in compilers return one; a custom
+    one may return any iterable)."""
+    return results if type(results) is list or type(results) is tuple else list(results)
+
+
 def _distinct(results):
     """An autograd.Function may not return one tensor twice; a later duplicate becomes an alias."""
     seen, out = set(), []
@@ -218,7 +224,7 @@ class _CompiledFunction(torch.autograd.Function):
         plan = program._save_plan or program.save_plan(args)
         # a differentiable backward re-runs the graph and must draw the numbers this call draws
         rng_before = save_rng_state(program.rng_devices) if program.rng_devices else None
-        results = program.forward_fn(*args)
+        results = _as_sequence(program.forward_fn(*args))
         ctx.rng = None if rng_before is None else (rng_before, save_rng_state(program.rng_devices))
         num_outputs = plan.num_outputs
         outputs, saved = results[:num_outputs], results[num_outputs:]
@@ -426,9 +432,9 @@ def _run_checked(program: CompiledProgram, args) -> list:
                 results = _CompiledFunction.apply(program, *args)
     elif torch.is_grad_enabled():
         with torch.no_grad():
-            results = program.forward_fn(*args)
+            results = _as_sequence(program.forward_fn(*args))
     else:  # entering no_grad costs more than small compiled graphs take to run
-        results = program.forward_fn(*args)
+        results = _as_sequence(program.forward_fn(*args))
     direct = program.direct_outputs
     if direct is not None:  # every output is a graph output as it is: nothing to rebuild
         user_outputs = [results[i] for i in direct]
