@@ -83,18 +83,20 @@ def interleaved_times(
     rounds: int,
     calls: int,
     sync: Callable[[], None] = lambda: None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, list[float]]:
     """Seconds per call of each function, one sample per round; within a round every function runs
-    `calls` times in turn, so a slow spell of a shared machine hits all of them alike."""
+    `calls` times in turn, so a slow spell of a shared machine hits all of them alike. `clock`:
+    wall time by default; `time.thread_time` leaves out what other jobs take of a shared core."""
     samples: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
             sync()
-            start = time.perf_counter()
+            start = clock()
             for _ in range(calls):
                 fn()
             sync()
-            samples[name].append((time.perf_counter() - start) / calls)
+            samples[name].append((clock() - start) / calls)
     return samples
 
 
