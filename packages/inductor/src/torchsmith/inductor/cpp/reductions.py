@@ -260,6 +260,10 @@ class ReductionEmitter:
                     step_code = fold(f"{name}_l{k}[{lb}]", f"{name}_l{k + gap}[{lb}]")
                     lines.append(f"{indent}for (int {lb} = 0; {lb} < {w}; ++{lb}) {step_code}")
                 gap *= 2
+            if op in ("|", "&"):  # exact in any order: one loop, which GCC folds better than halves
+                step_code = fold(name, f"{name}_l0[{lb}]")
+                lines.append(f"{indent}for (int {lb} = 0; {lb} < {w}; ++{lb}) {step_code}")
+                continue
             half = w // 2
             while half:
                 step_code = fold(f"{name}_l0[{lb}]", f"{name}_l0[{lb} + {half}]")
