@@ -83,3 +83,35 @@ def test_compiled_call_with_bad_arguments_raises_type_error(compile_with):
     g.__signature__ = _signature("x", "y", "z")
     with pytest.raises(TypeError, match="takes 2 positional arguments"):
         compile_with(g)(torch.ones(1), torch.ones(1), torch.ones(1))
+
+
+def test_binding_matches_inspect_on_many_signatures_and_calls():
+    def plain(a, b=2):
+        pass
+
+    def star(self, *args, **kwargs):
+        pass
+
+    def mixed(a, /, b, c=3, *rest, d, e=5, **extra):
+        pass
+
+    def keyword_only(a, *, b, c=3):
+        pass
+
+    def defaults(a=1, b=2, c=3):
+        pass
+
+    calls = [((), {}), ((1,), {}), ((1, 2), {}), ((1, 2, 3), {}), ((1, 2, 3, 4), {}), ((1,), {"b": 7}),
+             ((1,), {"d": 4}), ((1, 2), {"d": 4, "z": 9}), ((), {"a": 1, "b": 2, "d": 4}), ((1,), {"c": 8}),
+             ((1, 2, 3, 4, 5), {"d": 0, "e": 1, "f": 2}), ((1,), {"b": 2, "c": 3}), ((), {"c": 1})]
+    for fn in (plain, star, mixed, keyword_only, defaults):
+        for args, kwargs in calls:
+            try:
+                expected = inspect.signature(fn).bind(*args, **kwargs)
+            except TypeError:
+                with pytest.raises(TypeError):
+                    bind_to_code(fn, args, kwargs)
+                continue
+            expected.apply_defaults()
+            got = bind_to_code(fn, args, kwargs)
+            assert list(got.items()) == list(expected.arguments.items()), (fn.__name__, args, kwargs)
