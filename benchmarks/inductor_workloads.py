@@ -271,6 +271,79 @@ def encoder_train(quick: bool, gpu: bool = False):
     return WithLoss(layer, "weighted_mean"), [x, torch.randn_like(x)]
 
 
+def gpt2_small(quick: bool, gpu: bool = False):
+    """GPT-2 small: 12 layers, d=768, 12 heads, vocabulary 50257, transformers' default attention."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    vocab, batch, seq = (101, 1, 8) if quick else (50257, 8, 512) if gpu else (50257, 1, 128)
+    d, layers, heads = (32, 2, 2) if quick else (768, 12, 12)
+    config = GPT2Config(
+        vocab_size=vocab, n_positions=max(seq, 16), n_embd=d, n_layer=layers, n_head=heads,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0,
+    )
+    return Logits(GPT2LMHeadModel(config), ("input_ids",)), [torch.randint(0, vocab, (batch, seq))]
+
+
+def llama_prefill(quick: bool, gpu: bool = False):
+    """A Llama-style decoder (transformers' Llama: RMSNorm, rotary embeddings, grouped-query
+    attention, SwiGLU) at d=2048, 32 heads over 8 key/value heads, 4 layers: one prefill of 1024
+    tokens."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    if quick:
+        d, heads, kv_heads, ffn, layers, vocab, seq = 64, 4, 2, 160, 2, 128, 16
+    else:
+        d, heads, kv_heads, ffn, layers, vocab = 2048, 32, 8, 5632, 4, 32000
+        seq = 1024 if gpu else 128
+    config = LlamaConfig(
+        vocab_size=vocab, hidden_size=d, intermediate_size=ffn, num_hidden_layers=layers,
+        num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=max(seq, 16),
+    )
+    return Logits(LlamaForCausalLM(config), ("input_ids",)), [torch.randint(0, vocab, (1, seq))]
+
+
+class Bottleneck(nn.Module):
+    """ResNet-50's bottleneck block (eval): 1x1, 3x3, 1x1 convolutions with BatchNorm and ReLU, and
+    the residual added before the last ReLU."""
+
+    def __init__(self, channels: int, width: int):
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Conv2d(channels, width, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU(),
+            nn.Conv2d(width, width, 3, padding=1, bias=False), nn.BatchNorm2d(width), nn.ReLU(),
+            nn.Conv2d(width, channels, 1, bias=False), nn.BatchNorm2d(channels),
+        )
+
+    def forward(self, x):
+        return F.relu(self.body(x) + x)
+
+
+def resnet_stack(quick: bool, gpu: bool = False):
+    """Three bottleneck blocks of ResNet-50's first stage: 256 channels (64 inside), 56x56."""
+    batch, channels, width, size = (1, 16, 4, 8) if quick else (32, 256, 64, 56) if gpu else (4, 256, 64, 28)
+    model = nn.Sequential(*[Bottleneck(channels, width) for _ in range(3)])
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+    return model, [torch.randn(batch, channels, size, size)]
+
+
+class RowStatsColumnNorm(nn.Module):
+    """`var_mean` over each row and the L2 norm of each column: a reduction over the inner axis
+    and one over the outer axis of the same tensor."""
+
+    def forward(self, x):
+        var, mean = torch.var_mean(x, dim=1)
+        return var, mean, torch.linalg.vector_norm(x, dim=0)
+
+
+def row_and_column_stats(quick: bool, gpu: bool = False):
+    shape = (64, 48) if quick else (65536, 8192) if gpu else (2048, 2048)
+    return RowStatsColumnNorm(), [torch.randn(shape)]
+
+
 WORKLOADS = {
     w.name: w
     for w in [
@@ -302,5 +375,15 @@ WORKLOADS = {
                  gpu_title="GPT-2 (sdpa) 4 layers, d=768, vocab 50257, 8x512 tokens", gpu_only=True),
         Workload("bert_base", "BERT-base (sdpa) 4 layers, vocab 30522, 2x128 tokens", bert_base,
                  gpu_title="BERT-base (sdpa) 4 layers, vocab 30522, 16x512 tokens", gpu_only=True),
+        Workload("gpt2_small", "GPT-2 small (sdpa) 12 layers, d=768, vocab 50257, 1x128 tokens", gpt2_small,
+                 gpu_title="GPT-2 small (sdpa) 12 layers, d=768, vocab 50257, 8x512 tokens", gpu_only=True),
+        Workload("llama_prefill", "Llama-style 4 layers, d=2048, GQA 32/8 heads, prefill 1x128",
+                 llama_prefill,
+                 gpu_title="Llama-style 4 layers, d=2048, GQA 32/8 heads, prefill 1x1024", gpu_only=True),
+        Workload("resnet_stack", "3 ResNet-50 bottlenecks (eval), 4x256x28x28", resnet_stack,
+                 gpu_title="3 ResNet-50 bottlenecks (eval), 32x256x56x56", gpu_only=True),
+        Workload("row_column_stats", "var_mean over rows + L2 norm over columns, 2048x2048",
+                 row_and_column_stats, memory_bound=True,
+                 gpu_title="var_mean over rows + L2 norm over columns, 65536x8192", gpu_only=True),
     ]
 }
