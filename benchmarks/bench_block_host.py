@@ -65,19 +65,6 @@ def step_fns(model, x, grad):
     return forward, forward_backward
 
 
-def thread_times(fns, rounds: int, calls: int) -> dict[str, list[float]]:
-    """`interleaved_times` on this thread's CPU clock: a slice of time another job takes from a shared
-    core is not counted (wall time on 2 shared cores swings by tens of percent between rounds)."""
-    samples: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            start = time.thread_time()
-            for _ in range(calls):
-                fn()
-            samples[name].append((time.thread_time() - start) / calls)
-    return samples
-
-
 def measure(args) -> dict:
     torch.manual_seed(0)
     block = Block(args.width, args.hidden)
@@ -92,7 +79,7 @@ def measure(args) -> dict:
     row = {"batch": args.batch, "width": args.width, "hidden": args.hidden, "clock": args.clock,
            "rounds": args.rounds, "calls": args.calls,
            "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-    timer = thread_times if args.clock == "thread" else interleaved_times
+    clock = time.thread_time if args.clock == "thread" else time.perf_counter
     for kind in ("forward", "forward_backward"):
         fns = {}
         for name, model in systems.items():
@@ -100,7 +87,7 @@ def measure(args) -> dict:
             fns[name] = forward if kind == "forward" else forward_backward
             for _ in range(10):
                 fns[name]()
-        samples = timer(fns, args.rounds, args.calls)
+        samples = interleaved_times(fns, args.rounds, args.calls, clock=clock)
         row[kind] = {name: statistics.median(v) * 1e6 for name, v in samples.items()}
         row[kind + "_best"] = {name: min(v) * 1e6 for name, v in samples.items()}
         line = ", ".join(f"{name} {row[kind][name]:.0f} us (best {row[kind + '_best'][name]:.0f})"

@@ -151,21 +151,9 @@ def copy_bandwidth(rounds: int, cpu_time: bool = False) -> float:
     """GB/s of `dst.copy_(src)` on 2048x2048 float32 (bytes read + written)."""
     src, dst = torch.randn(2048, 2048), torch.empty(2048, 2048)
     calls = calls_per_round(lambda: dst.copy_(src), lambda: None)
-    timer = cpu_times if cpu_time else interleaved_times
-    times = timer({"copy": lambda: dst.copy_(src)}, rounds, calls)["copy"]
+    clock = time.thread_time if cpu_time else time.perf_counter
+    times = interleaved_times({"copy": lambda: dst.copy_(src)}, rounds, calls, clock=clock)["copy"]
     return 2 * src.numel() * 4 / median(times) / 1e9
-
-
-def cpu_times(fns: dict, rounds: int, calls: int) -> dict[str, list[float]]:
-    """Like `interleaved_times`, in CPU seconds of the calling thread (one-thread runs only)."""
-    samples: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            start = time.thread_time()
-            for _ in range(calls):
-                fn()
-            samples[name].append((time.thread_time() - start) / calls)
-    return samples
 
 
 def run_row(name: str, tensor: str, fn, rounds: int, cpu_time: bool = False) -> dict:
@@ -188,7 +176,8 @@ def run_row(name: str, tensor: str, fn, rounds: int, cpu_time: bool = False) -> 
     for f in fns.values():
         f()
     calls = calls_per_round(fns["eager"], lambda: None)
-    times = (cpu_times if cpu_time else interleaved_times)(fns, rounds, calls)
+    clock = time.thread_time if cpu_time else time.perf_counter  # CPU seconds: one-thread runs only
+    times = interleaved_times(fns, rounds, calls, clock=clock)
     for system, samples in times.items():
         row[f"{system} ms"] = median(samples) * 1e3
     moved = x.numel() * x.element_size() + sum(o.numel() * o.element_size() for o in _outputs(expected))

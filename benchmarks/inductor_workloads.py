@@ -216,18 +216,23 @@ def bert(quick: bool, gpu: bool = False):
     return BertLogits(BertForMaskedLM(config), keys), [ids, types, mask]
 
 
-def gpt2_vocab(quick: bool, gpu: bool = False):
-    """GPT-2 small's width and vocabulary (50257: not a multiple of 8), transformers' default
-    attention (sdpa), 4 layers."""
+def _gpt2_sdpa(quick: bool, gpu: bool, layers: int):
+    """GPT-2 at GPT-2 small's width and vocabulary (50257: not a multiple of 8), transformers'
+    default attention (sdpa), `layers` layers."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
     vocab, batch, seq = (101, 1, 8) if quick else (50257, 8, 512) if gpu else (50257, 1, 128)
-    d, layers, heads = (32, 1, 2) if quick else (768, 4, 12)
+    d, heads = (32, 2) if quick else (768, 12)
     config = GPT2Config(
         vocab_size=vocab, n_positions=max(seq, 16), n_embd=d, n_layer=layers, n_head=heads,
         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0,
     )
     return Logits(GPT2LMHeadModel(config), ("input_ids",)), [torch.randint(0, vocab, (batch, seq))]
+
+
+def gpt2_vocab(quick: bool, gpu: bool = False):
+    """GPT-2 small's width and vocabulary, 4 layers."""
+    return _gpt2_sdpa(quick, gpu, 1 if quick else 4)
 
 
 def bert_base(quick: bool, gpu: bool = False):
@@ -272,16 +277,8 @@ def encoder_train(quick: bool, gpu: bool = False):
 
 
 def gpt2_small(quick: bool, gpu: bool = False):
-    """GPT-2 small: 12 layers, d=768, 12 heads, vocabulary 50257, transformers' default attention."""
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    vocab, batch, seq = (101, 1, 8) if quick else (50257, 8, 512) if gpu else (50257, 1, 128)
-    d, layers, heads = (32, 2, 2) if quick else (768, 12, 12)
-    config = GPT2Config(
-        vocab_size=vocab, n_positions=max(seq, 16), n_embd=d, n_layer=layers, n_head=heads,
-        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0,
-    )
-    return Logits(GPT2LMHeadModel(config), ("input_ids",)), [torch.randint(0, vocab, (batch, seq))]
+    """GPT-2 small: all 12 layers."""
+    return _gpt2_sdpa(quick, gpu, 2 if quick else 12)
 
 
 def llama_prefill(quick: bool, gpu: bool = False):
