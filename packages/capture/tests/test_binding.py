@@ -106,12 +106,15 @@ def test_binding_matches_inspect_on_many_signatures_and_calls():
              ((1, 2, 3, 4, 5), {"d": 0, "e": 1, "f": 2}), ((1,), {"b": 2, "c": 3}), ((), {"c": 1})]
     for fn in (plain, star, mixed, keyword_only, defaults):
         for args, kwargs in calls:
+            # The call itself says whether it binds: inspect.Signature.bind of Python 3.13.0 binds a
+            # positional-only name passed by keyword into **kwargs and leaves the parameter unset.
             try:
-                expected = inspect.signature(fn).bind(*args, **kwargs)
+                fn(*args, **kwargs)
             except TypeError:
                 with pytest.raises(TypeError):
                     bind_to_code(fn, args, kwargs)
                 continue
+            expected = inspect.signature(fn).bind(*args, **kwargs)
             expected.apply_defaults()
             got = bind_to_code(fn, args, kwargs)
             assert list(got.items()) == list(expected.arguments.items()), (fn.__name__, args, kwargs)
