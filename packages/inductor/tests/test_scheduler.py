@@ -187,6 +187,25 @@ def test_elementwise_chain_read_through_a_reshape_is_inlined_by_flat_offset():
     assert_matches_eager(compiled, graph, torch.randn(4, 6, 8), torch.randn(4, 6, 8), rtol=1e-5, atol=1e-5)
 
 
+def test_rotary_halves_computed_then_cat_inline_into_the_cat():
+    # cat reads each half at a clamped index (min(7, i2), max(0, i2 - 8)): the halves' arithmetic is
+    # computed inside the cat's loop instead of being stored and read back.
+    def body(b, x, c, s):
+        x1 = b.op("aten.slice.Tensor", x, 2, 0, 8)
+        x2 = b.op("aten.slice.Tensor", x, 2, 8, 16)
+        first = b.op("aten.sub.Tensor", b.op("aten.mul.Tensor", x1, c), b.op("aten.mul.Tensor", x2, s))
+        second = b.op("aten.add.Tensor", b.op("aten.mul.Tensor", x2, c), b.op("aten.mul.Tensor", x1, s))
+        return b.op("aten.cat.default", [first, second], -1)
+
+    graph = make_graph("rotary", {"x": ((3, 4, 16), F32), "c": ((4, 8), F32), "s": ((4, 8), F32)}, body)
+    program, inlined, plan = scheduled(graph)
+    assert [b.name for b in program.buffers] == ["cat"], [d for d in inlined if not d.taken]
+    compiled = compile_graph(graph)
+    assert kernel_count(compiled) == 1
+    x, c, s = torch.randn(3, 4, 16), torch.randn(4, 8), torch.randn(4, 8)
+    assert_matches_eager(compiled, graph, x, c, s, rtol=1e-6, atol=1e-6)
+
+
 def test_a_graph_of_extern_calls_only_builds_nothing(monkeypatch):
     import torchsmith.inductor.cpu_pipeline as compile_fx
 

@@ -85,7 +85,11 @@ def _split_index(index, shape, strides, ranges_items) -> tuple | None:
     # [1, 2, 16, 16] buffer is not `2*i0` of dim 1).
     unit = {v: 0 for v, size in ranges.items() if size == 1}
     index = sympy.expand(sympy.sympify(index).xreplace(unit))
-    loop_vars = [s for s in index.free_symbols if is_loop_var_name(s.name)]
+    index, clamps = _name_clamps(index, ranges)
+    if index is None:
+        return None
+    ranges.update((name, hi + 1) for name, (_, hi) in clamps.items())
+    loop_vars = [s for s in index.free_symbols if is_loop_var_name(s.name) or s in clamps]
     if any(v not in ranges for v in loop_vars):
         return None
     terms = []  # (quotient-to-be-assigned term, its largest value)
@@ -144,7 +148,53 @@ def _split_index(index, shape, strides, ranges_items) -> tuple | None:
             return None  # this dim can overflow into the next one: the split would be wrong
         if not _holds(">=", constants[k], 0):
             return None
-    return tuple(sympy.expand(p) for p in parts)
+    back = {name: atom for name, (atom, _) in clamps.items()}
+    return tuple(sympy.expand(p).xreplace(back) for p in parts)
+
+
+def _name_clamps(index, ranges: dict) -> tuple:
+    """`index` with each clamped term (`Min(7, i3)`, `Max(0, i3 - 8)`: how cat and padding read their
+    inputs) named by a fresh variable, and `{name: (term, largest value)}`; the split then treats
+    such a term like a loop variable of that range, exact because the term is an integer in it.
+    (None, {}) when a clamp can go negative or its bounds are not static."""
+    clamps: dict = {}
+    atoms = sorted(index.atoms(sympy.Min, sympy.Max), key=str)
+    for n, atom in enumerate(atoms):
+        if not {s for s in atom.free_symbols if is_loop_var_name(s.name)}:
+            continue
+        bounds = _bounds(atom, ranges)
+        if bounds is None or bounds[0] < 0:
+            return None, {}
+        name = sympy.Symbol(f"clamp_{n}", integer=True, nonnegative=True)
+        clamps[name] = (atom, bounds[1])
+    return index.xreplace({atom: name for name, (atom, _) in clamps.items()}), clamps
+
+
+def _bounds(expr, ranges: dict) -> tuple[int, int] | None:
+    """The least and largest integer value of `expr` (sums, integer multiples, Min and Max of loop
+    variables with static ranges) over those ranges; None for anything else."""
+    if expr.is_Integer:
+        return int(expr), int(expr)
+    if expr.is_Symbol:
+        size = ranges.get(expr)
+        size = sympy.sympify(size) if size is not None else None
+        return (0, int(size) - 1) if size is not None and size.is_Integer and size > 0 else None
+    if expr.is_Add or isinstance(expr, sympy.Min | sympy.Max):
+        parts = [_bounds(a, ranges) for a in expr.args]
+        if any(p is None for p in parts):
+            return None
+        if expr.is_Add:
+            return sum(p[0] for p in parts), sum(p[1] for p in parts)
+        pick = min if isinstance(expr, sympy.Min) else max
+        return pick(p[0] for p in parts), pick(p[1] for p in parts)
+    if expr.is_Mul:
+        factor, rest = expr.as_coeff_Mul()
+        inner = _bounds(rest, ranges) if factor.is_Integer and factor != 1 else None
+        if inner is None:
+            return None
+        ends = (int(factor) * inner[0], int(factor) * inner[1])
+        return min(ends), max(ends)
+    return None
 
 
 # Library calls (elementwise_ops.EXPENSIVE_OPS) cost several simple arithmetic ops even when vectorized:
