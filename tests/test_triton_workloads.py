@@ -40,24 +40,6 @@ def _outputs(train, module, fn, inputs):
     return [loss.detach()] + [p.grad for p in module.parameters() if p.grad is not None]
 
 
-def _encoder_fast_path_has_meta_kernel() -> bool:
-    """nn.TransformerEncoderLayer in eval mode calls one fused op; torch 2.13 can run it on meta
-    tensors (capture types it so), torch 2.11 (the GPU machine's) cannot."""
-    e, f = 8, 16
-
-    def m(*shape):
-        return torch.empty(*shape, device="meta")
-
-    try:
-        torch._transformer_encoder_layer_fwd(
-            m(1, 4, e), e, 2, m(3 * e, e), m(3 * e), m(e, e), m(e), False, False, 1e-5,
-            m(e), m(e), m(e), m(e), m(f, e), m(f), m(e, f), m(e), None, None,
-        )  # fmt: skip
-    except (NotImplementedError, RuntimeError):
-        return False
-    return True
-
-
 @pytest.fixture
 def triton_everywhere(monkeypatch):
     """Graphs on the test device compile with the Triton code generator; counts the graphs."""
@@ -77,8 +59,6 @@ def test_workload_compiles_with_triton_and_matches_eager(name, dtype, triton_eve
     workload = WORKLOADS[name]
     if name in ("gpt2", "bert"):
         pytest.importorskip("transformers")
-    if name == "encoder" and not _encoder_fast_path_has_meta_kernel():
-        pytest.skip("no meta kernel for the encoder's fused fast path in this torch: capture runs it eagerly")
     torch.manual_seed(0)
     module, inputs = workload.build(True, False)
     module = module.to(device=DEVICE, dtype=dtype).train(workload.train)

@@ -28,6 +28,7 @@ from torchsmith.autograd_aot.device_layouts import cpu_layouts, with_device_layo
 from torchsmith.autograd_aot.device_shapes import with_device_shapes
 from torchsmith.autograd_aot.errors import TraceError
 from torchsmith.autograd_aot.fused_attention import fused_attention
+from torchsmith.autograd_aot.missing_meta import run_on_meta
 from torchsmith.ir import (
     Graph,
     Node,
@@ -213,7 +214,7 @@ class _Recorder(TorchDispatchMode):
         if self.meta_twins:
             args, kwargs = self._on_meta(args), {k: self._on_meta(v) for k, v in kwargs.items()}
         storage_before = args[0].untyped_storage().nbytes() if op.startswith("aten.resize_.") else None
-        result = with_device_layout(op, args, func(*args, **kwargs), self.device)
+        result = with_device_layout(op, args, run_on_meta(func, op, args, kwargs), self.device)
         result = with_device_shapes(op, args, result, self.device)
         if storage_before is not None and result.untyped_storage().nbytes() > storage_before:
             raise TraceError(

@@ -145,6 +145,17 @@ def _to_meta(arg):
 _DYNAMO_DEFERRED = [False]
 
 
+def _like_first(src: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+    return torch.empty(src.shape, dtype=src.dtype, device="meta")
+
+
+# Result rules for torch functions that some torch versions ship without a meta kernel (2.11 has
+# none for the encoder layer's fused fast path): the result's type from the meta arguments.
+_RESULT_RULES = {
+    torch._transformer_encoder_layer_fwd: _like_first,  # a new contiguous tensor shaped like src
+}
+
+
 # Result types of earlier meta runs, by op, function and argument types: a transformer's layers
 # repeat the same ops on the same shapes, and a meta run through torch's Python meta kernels costs
 # milliseconds, a large part of a warm start when repeated per layer.
@@ -225,7 +236,10 @@ def _infer_result(op: str, fn, args: tuple, kwargs: dict, grad_enabled: bool):
         with torch.no_grad():
             result = fn(*meta_args, **meta_kwargs)
     except NotImplementedError as e:
-        raise Unsupported(f"{op} has no meta implementation (data-dependent output?): {e}") from e
+        rule = _RESULT_RULES.get(fn)
+        if rule is None:
+            raise Unsupported(f"{op} has no meta implementation (data-dependent output?): {e}") from e
+        result = rule(*meta_args, **meta_kwargs)
     except Exception as e:
         if "item() cannot be called on meta tensors" in str(e):
             # narrow(x, dim, start_tensor, n): the op reads a tensor argument's value, so its result
