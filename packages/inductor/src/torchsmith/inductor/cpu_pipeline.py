@@ -24,6 +24,7 @@ from torchsmith.inductor.fusion.scheduler import FusionDecision, Schedule, log_d
 from torchsmith.inductor.loop_ir.program import LoopProgram
 from torchsmith.inductor.loop_ir.verify import register_loop_ir_kind, verify_step
 from torchsmith.inductor.lowering.channels_last import ChannelsLastPlan, plan_channels_last
+from torchsmith.inductor.lowering.copies import elide_identity_copies
 from torchsmith.inductor.lowering.decompose import to_prims
 from torchsmith.inductor.lowering.inline import inline_pointwise
 from torchsmith.inductor.lowering.lower import lower
@@ -114,7 +115,7 @@ def _choose_layouts(state: CpuState) -> CpuState:
 @_unless_cached
 def _lower(state: CpuState) -> CpuState:
     # addmm=True: a bias add after a matmul runs inside torch.addmm (Triton fuses it its own way).
-    lowered = lower(state.graph, addmm=True, layout=state.layout, scatter_loops=True)
+    lowered = elide_identity_copies(lower(state.graph, addmm=True, layout=state.layout, scatter_loops=True))
     return replace(state, lowered=lowered, program=lowered)
 
 

@@ -24,6 +24,7 @@ from torchsmith.inductor.fusion.scheduler import schedule
 from torchsmith.inductor.loop_ir.program import LoopProgram
 from torchsmith.inductor.loop_ir.verify import register_loop_ir_kind, verify_step
 from torchsmith.inductor.lowering.channels_last import ChannelsLastPlan, plan_channels_last
+from torchsmith.inductor.lowering.copies import elide_identity_copies
 from torchsmith.inductor.lowering.decompose import to_prims
 from torchsmith.inductor.lowering.inline import inline_pointwise
 from torchsmith.inductor.lowering.lower import lower
@@ -95,7 +96,7 @@ def _choose_layouts(state: GpuState) -> GpuState:
 
 
 def _lower(state: GpuState) -> GpuState:
-    return replace(state, program=lower(state.graph, layout=state.layout))
+    return replace(state, program=elide_identity_copies(lower(state.graph, layout=state.layout)))
 
 
 def _on_program(fn):
