@@ -96,7 +96,9 @@ def test_shared_reads_and_negative_paths_still_recompile_on_change(compile_with,
     assert len(backend.graphs) == 1  # the guard holds on the second call
     (entry,) = [e for cache in compiled._session.caches.values() for e in cache.entries]
     source = entry.guard_set.source_text()
-    assert "(___c0 := " in source and "___c0.__code__" in source and "[-1])) is" in source
+    assert "(___c0 := " in source and "___c0.__code__" in source
+    # [-1] of a ModuleList is read as its member's key, under a guard on the list's length
+    assert "['1'])) is" in source and "._modules)) == 2" in source and "[-1]" not in source
     registry["act"] = _sigmoid  # what the shared read returns changes
     torch.testing.assert_close(compiled(x), model(x))
     assert len(backend.graphs) == 2
@@ -108,10 +110,53 @@ def test_shared_reads_and_negative_paths_still_recompile_on_change(compile_with,
     assert len(backend.graphs) == 3
     model.layers.append(torch.nn.Linear(4, 4))  # [-1] is now another module, a Linear again
     torch.testing.assert_close(compiled(x), model(x))
-    assert len(backend.graphs) == 3  # the entry captured for a Linear last
+    assert len(backend.graphs) == 4  # the length [-1] depends on changed
     model.layers.append(_OtherLinear(4, 4))  # and an _OtherLinear again
     torch.testing.assert_close(compiled(x), model(x))
-    assert len(backend.graphs) == 3
+    assert len(backend.graphs) == 5
+    del model.layers[2:]  # back to two layers, [-1] an _OtherLinear: the second entry again
+    torch.testing.assert_close(compiled(x), model(x))
+    assert len(backend.graphs) == 5
+
+
+class _Indexed(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList([torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)])
+
+    def forward(self, x):
+        return self.layers[1](self.layers[0](x)) * 2 + self.layers[-1].bias
+
+
+def test_module_list_members_are_read_by_key_and_follow_the_list(compile_with, backend):
+    model = _Indexed()
+    compiled = compile_with(model)
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(compiled(x), model(x))
+    (entry,) = [e for cache in compiled._session.caches.values() for e in cache.entries]
+    run_source = entry.output.source
+    assert "._modules)['0']" in run_source and "['1']._parameters" in run_source
+    guard_source = entry.guard_set.source_text()
+    for text in (run_source, guard_source):
+        assert "._modules)[0]" not in text and "]._modules[1]" not in text and "[-1]" not in text
+        assert "'layers']._modules)[" not in text.replace("._modules)['", "")
+    model.layers[0] = torch.nn.Linear(4, 4)  # a new member: the graph reads its weights
+    torch.testing.assert_close(compiled(x), model(x))
+    model.layers.insert(0, torch.nn.Linear(4, 4))  # every index now names another member
+    torch.testing.assert_close(compiled(x), model(x))
+    del model.layers[0]
+    del model.layers[0]  # one member left: layers[1] raises, as it does eagerly
+    with pytest.raises(IndexError):
+        model(x)
+    with pytest.raises(IndexError):
+        compiled(x)
+    model.layers.append(torch.nn.Linear(4, 4, bias=False))  # [-1].bias is None: `+ None` raises
+    with pytest.raises(TypeError):
+        model(x)
+    with pytest.raises(TypeError):
+        compiled(x)
+    model.layers[1] = torch.nn.Linear(4, 4)
+    torch.testing.assert_close(compiled(x), model(x))
 
 
 def test_swapping_a_nested_submodule_recompiles(compile_with, backend):

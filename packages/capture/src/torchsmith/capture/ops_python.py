@@ -398,6 +398,13 @@ class PythonOps:
                     self.specialize_module(container)
                     return self.wrap(value[k], None)
                 src = f"{container.source}[{self.ns.literal(k)}]" if container.source else None
+                if src and _plain_module_list(value) and type(k) is int and -len(value) <= k < len(value):
+                    # a member by its key, as ModuleList.__getitem__ finds it (`_modules[str(i)]`
+                    # for 0 <= i < len): a dict lookup instead of that method's Python on every
+                    # guard check and call. A negative index depends on the length.
+                    length = f"len({container.source}._modules)"
+                    self.guards.add(f"{length} == {len(value)}" if k < 0 else f"{length} > {k}")
+                    src = f"{container.source}._modules[{self.ns.literal(str(k % len(value)))}]"
                 return self.wrap(value[k], src)
             try:
                 result = value[k]
@@ -439,3 +446,14 @@ class PythonOps:
             container.mutated = True
         else:
             raise Unsupported(f"item deletion on {container.describe()}")
+
+
+def _plain_module_list(value) -> bool:
+    """A ModuleList whose indexing and length are ModuleList's own: `value[i]` is
+    `value._modules[str(i)]` for `0 <= i < len(value._modules)`."""
+    cls = type(value)
+    return (
+        isinstance(value, torch.nn.ModuleList)
+        and cls.__getitem__ is torch.nn.ModuleList.__getitem__
+        and cls.__len__ is torch.nn.ModuleList.__len__
+    )
