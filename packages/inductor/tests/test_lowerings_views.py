@@ -82,3 +82,24 @@ def test_outputs_get_the_strides_their_types_declare():
     expected = [x.t() + 1.0, x.t(), y * 2.0, x.flip(1)]
     for got, want in zip(compile_graph(graph)(x, y), expected):
         assert got.stride() == want.stride() and torch.equal(got, want)
+
+
+def test_cat_and_pad_of_computed_operands_along_every_dim_match_eager():
+    # Each operand is computed (not a graph input), so the cat's clamped reads split per dim and the
+    # operands' arithmetic runs inside the cat's loop; uneven operand sizes, a size-1 operand.
+    shapes = {"x": ((3, 4, 5), F32), "y": ((3, 4, 5), F32)}
+
+    def body(b, x, y):
+        outs = []
+        for dim in range(3):
+            first = b.op("aten.mul.Tensor", x, y)
+            second = b.op("aten.sub.Tensor", b.op("aten.exp.default", y), x)
+            narrow = b.op("aten.slice.Tensor", b.op("aten.neg.default", x), dim, 0, 1)
+            outs.append(b.op("aten.cat.default", [first, narrow, second], dim))
+        padded = b.op("aten.constant_pad_nd.default", b.op("aten.sin.default", x), [2, 1, 0, 3], -0.5)
+        return (*outs, padded)
+
+    graph = make_graph("computed_cats", shapes, body)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(3, 4, 5, generator=g), torch.randn(3, 4, 5, generator=g)
+    assert_matches_eager(compile_graph(graph), graph, x, y)
