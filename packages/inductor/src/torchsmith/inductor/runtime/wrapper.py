@@ -3,7 +3,7 @@ kernels through ctypes, runs extern calls with torch, and returns the outputs as
 
 Per-call work is kept small: tensors live in a list indexed by slot numbers fixed at compile time,
 each step is a closure over its precomputed arguments, and without size symbols every shape, stride
-and input check is a constant tuple.
+and input check is a constant tuple and the steps run as one generated function (`straight_line`).
 """
 
 import ctypes
@@ -22,8 +22,14 @@ from torchsmith.inductor.loop_ir.program import (
     LoopProgram,
     TensorView,
 )
-from torchsmith.inductor.runtime.extern_plan import plannable, returns_own_layout, static_extern_step
+from torchsmith.inductor.runtime.extern_plan import (
+    matmul_plan,
+    plannable,
+    returns_own_layout,
+    static_extern_step,
+)
 from torchsmith.inductor.runtime.externs import run_extern
+from torchsmith.inductor.runtime.straight_line import ClosureStep, KernelStep, straight_line
 from torchsmith.ir.symbolic import evaluate
 from torchsmith.ir.types import TensorType
 
@@ -83,6 +89,7 @@ class CompiledGraph:
         if self._static:
             layouts.update(self._layouts_as_read(layouts))
         self._run = []
+        plan = []  # the same steps for the straight-line form (graphs without size symbols)
         # buffers whose tensor is exactly their layout at storage offset 0 (what kernel steps allocate,
         # what planned library matmuls return): their layouts
         allocated: dict = {}
@@ -90,10 +97,13 @@ class CompiledGraph:
             drop = [slot_of[n] for n in frees]
             if isinstance(step[0], ExternCall) and self._static and plannable(step[0]):
                 self._run.append(static_extern_step(step[0], slot_of, layouts, drop, input_names))
+                matmul = matmul_plan(step[0], slot_of, layouts, drop, input_names)
+                plan.append(matmul if matmul is not None else ClosureStep(self._run[-1]))
                 if returns_own_layout(step[0]):
                     allocated[step[0].name] = step[0].layout
             elif isinstance(step[0], ExternCall):
                 self._run.append(self._extern_step(step[0], slot_of, drop))
+                plan.append(ClosureStep(self._run[-1]))
             else:
                 kernel = kernel_of[step[0].name]
                 # Kernel-local buffers (cpp_local) have no storage: only what the kernel writes.
@@ -103,7 +113,13 @@ class CompiledGraph:
                     for b in stored
                 ]
                 allocated.update((b.name, layouts[b.name]) for b in stored)
-                self._run.append(self._kernel_step(library, kernel, allocs, slot_of, drop))
+                fn, arg_slots = self._kernel_function(library, kernel, slot_of)
+                self._run.append(self._kernel_step(fn, arg_slots, allocs, drop))
+                plan.append(KernelStep(fn, tuple(allocs), tuple(arg_slots), tuple(drop)))
+        # `_run` is what runs unless it is the list made here: the step loop stays for callers that
+        # replace it (a benchmark timing each step)
+        self._planned_run = self._run
+        self._straight = straight_line(plan, program.name) if self._static else None
         self._outputs = [self._output(view, slot_of) for view in program.outputs]
         self._expected = [
             (position, value.name, value.type)
@@ -178,12 +194,15 @@ class CompiledGraph:
             self._dims(donor_layout.shape), self._dims(donor_layout.strides)) == (shape, strides)
         return slot_of[buffer.name], donor_slot, shape, strides, layout.dtype, leaves, same
 
-    def _kernel_step(self, library, kernel: Kernel, allocs, slot_of, drop):
+    def _kernel_function(self, library, kernel: Kernel, slot_of):
+        """The kernel's ctypes function and the slots of the buffers whose addresses it takes."""
         fn = getattr(library, kernel.name)
         fn.restype = None
         names = kernel.writes + kernel.reads
         fn.argtypes = [ctypes.c_void_p] * len(names) + [ctypes.c_int64] * len(self.program.symbols)
-        arg_slots = [slot_of[n] for n in names]
+        return fn, [slot_of[n] for n in names]
+
+    def _kernel_step(self, fn, arg_slots, allocs, drop):
         static = self._static
 
         def run(values, bindings, symbol_values, scratch):
@@ -290,10 +309,15 @@ class CompiledGraph:
             previous = get_threads()
             set_threads(wanted)  # per calling thread, so per call; restored for other graphs' kernels
             try:
-                for run in self._run:
-                    run(values, bindings, symbol_values, scratch)
+                if self._straight is not None and self._run is self._planned_run:
+                    self._straight(values, bindings, symbol_values, scratch)
+                else:
+                    for run in self._run:
+                        run(values, bindings, symbol_values, scratch)
             finally:
                 set_threads(previous)
+        elif self._straight is not None and self._run is self._planned_run:
+            self._straight(values, bindings, symbol_values, scratch)
         else:
             for run in self._run:
                 run(values, bindings, symbol_values, scratch)

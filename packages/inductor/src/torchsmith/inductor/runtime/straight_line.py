@@ -1,0 +1,107 @@
+"""A compiled graph without size symbols run as one generated Python function.
+
+The wrapper's steps are closures run in a loop, each unpacking its allocations, building its kernel's
+argument list and dropping dead buffers in loops of its own. Without size symbols every slot, shape,
+stride and dtype is a constant when the graph is built, so the steps can be written out once as
+straight-line code over the wrapper's slot list `v`:
+
+    def run(v, b, sv, scratch):
+        v[5] = empty_strided(s0, t0, dtype=d0)
+        k0(v[0].data_ptr(), v[5].data_ptr())      # a C++ kernel (ctypes)
+        v[6] = v[5].as_strided(s1, t1, 0)         # a buffer in a dead one's storage
+        r = k1(v[6], v[2])                        # a library matmul
+        v[7] = r if r.stride() == t2 else relayout(r, s2, t2, d2)
+        v[5] = v[6] = None
+        e0(v, b, sv, scratch)                     # any other step, as its closure
+        ...
+
+which does what the closures do, without their per-step calls and loops. Every name in the source
+is made here (`k0`, `s1`, `e0`): nothing of the program's is pasted into it.
+"""
+
+from dataclasses import dataclass
+
+import torch
+
+from torchsmith.inductor.errors import RuntimeCallError
+
+
+@dataclass(frozen=True)
+class KernelStep:
+    """A C++ kernel: its allocations `(slot, donor slot or -1, shape, strides, dtype, leaves, same)`
+    (as the wrapper plans them), the slots whose addresses it takes, the slots freed after it."""
+
+    fn: object
+    allocs: tuple
+    arg_slots: tuple[int, ...]
+    drop: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class MatmulStep:
+    """A library matmul reading whole buffers: `fn(*slots)` into `out`, put in the planned strides
+    by `relayout(result, shape, strides, dtype)` where the library chose others."""
+
+    fn: object
+    slots: tuple[int, ...]
+    out: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    dtype: torch.dtype
+    relayout: object
+    drop: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ClosureStep:
+    """Any other step: its closure `run(values, bindings, symbol_values, scratch)`."""
+
+    run: object
+
+
+def straight_line(steps: list, name: str = "graph"):
+    """The function `run(values, bindings, symbol_values, scratch)` doing `steps` in order."""
+    namespace: dict = {"empty_strided": torch.empty_strided}
+    lines = ["def run(v, b, sv, scratch):"]
+
+    def constant(prefix: str, value) -> str:
+        key = f"{prefix}{len(namespace)}"
+        namespace[key] = value
+        return key
+
+    for step in steps:
+        if isinstance(step, KernelStep):
+            for slot, donor, shape, strides, dtype, leaves, same in step.allocs:
+                if donor < 0:
+                    s, t, d = constant("s", shape), constant("t", strides), constant("d", dtype)
+                    lines.append(f"    v[{slot}] = empty_strided({s}, {t}, dtype={d})")
+                    continue
+                if same:
+                    value = f"v[{donor}]"
+                else:
+                    value = f"v[{donor}].as_strided({constant('s', shape)}, {constant('t', strides)}, 0)"
+                lines.append(f"    v[{slot}] = {value}{'.detach()' if leaves else ''}")
+            args = ", ".join(f"v[{s}].data_ptr()" for s in step.arg_slots)
+            lines.append(f"    {constant('k', step.fn)}({args})")
+            drop = step.drop
+        elif isinstance(step, MatmulStep):
+            args = ", ".join(f"v[{s}]" for s in step.slots)
+            s, t, d = constant("s", step.shape), constant("t", step.strides), constant("d", step.dtype)
+            lines.append(f"    r = {constant('k', step.fn)}({args})")
+            relayout = f"{constant('f', step.relayout)}(r, {s}, {t}, {d})"
+            lines.append(f"    v[{step.out}] = r if r.stride() == {t} else {relayout}")
+            drop = step.drop
+        elif isinstance(step, ClosureStep):
+            lines.append(f"    {constant('e', step.run)}(v, b, sv, scratch)")
+            continue
+        else:
+            raise RuntimeCallError(f"{name}: no straight-line form for step {step!r}")
+        if drop:
+            lines.append("    " + " = ".join(f"v[{s}]" for s in drop) + " = None")
+    if len(lines) == 1:
+        lines.append("    pass")
+    source = "\n".join(lines) + "\n"
+    exec(compile(source, f"<torchsmith graph {name}>", "exec"), namespace)  # noqa: S102 - made here
+    run = namespace["run"]
+    run.source = source
+    return run
