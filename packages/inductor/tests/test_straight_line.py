@@ -49,6 +49,7 @@ def test_the_generated_function_does_what_the_steps_do():
     # in dead ones' storage, dead buffers dropped
     assert ".data_ptr()" in source and "r = k" in source and "(v, b, sv, scratch)" in source
     assert "empty_strided(" in source and "= None" in source
+    assert "(v)" in source  # a matmul reading a view of its argument (the transposed product)
     inputs = _inputs()
     assert_matches_eager(compiled, graph, *inputs, rtol=1e-4, atol=1e-4)
     straight = [t.clone() for t in compiled(*inputs)]

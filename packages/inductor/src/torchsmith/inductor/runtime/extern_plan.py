@@ -153,8 +153,8 @@ def static_extern_step(
 def matmul_plan(call: ExternCall, slot_of: dict[str, int], layouts: dict, drop: list[int],
                 inputs: frozenset = frozenset()) -> MatmulStep | None:
     """The planned step of `call` for a straight-line graph (`straight_line.MatmulStep`) where it is
-    a library matmul that reads whole buffers and keeps no pooled result (what `_matmul_step` then
-    does: call the function, fix the strides); None for any other call."""
+    a library matmul that keeps no pooled result (what `_matmul_step` then does: read the arguments,
+    call the function, fix the strides); None for any other call."""
     if not returns_own_layout(call):
         return None
     slots = [slot_of[v.buffer] for v in call.args]
@@ -162,11 +162,11 @@ def matmul_plan(call: ExternCall, slot_of: dict[str, int], layouts: dict, drop: 
     fn = kernel_function(call.kernel)
     layout = call.layout
     shape, strides, dtype = static_ints(layout.shape), static_ints(layout.strides), layout.dtype
-    pooled = extern_pool.worth_keeping(shape, dtype) and extern_pool.OUT_KERNELS.get(call.kernel) is fn
-    if pooled or any(r is not None for r in readers):
+    if extern_pool.worth_keeping(shape, dtype) and extern_pool.OUT_KERNELS.get(call.kernel) is fn:
         return None
     out = slot_of[call.name]
-    return MatmulStep(fn, tuple(slots), out, shape, strides, dtype, in_matmul_layout, tuple(drop))
+    args = tuple(zip(slots, readers))
+    return MatmulStep(fn, args, out, shape, strides, dtype, in_matmul_layout, tuple(drop))
 
 
 def _fresh_in_layout(result, args, shape, strides, dtype) -> bool:

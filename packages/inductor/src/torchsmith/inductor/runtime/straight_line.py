@@ -9,7 +9,7 @@ straight-line code over the wrapper's slot list `v`:
         v[5] = empty_strided(s0, t0, dtype=d0)
         k0(v[0].data_ptr(), v[5].data_ptr())      # a C++ kernel (ctypes)
         v[6] = v[5].as_strided(s1, t1, 0)         # a buffer in a dead one's storage
-        r = k1(v[6], v[2])                        # a library matmul
+        r = k1(v[6], g0(v))                       # a library matmul (g0: a view of an argument)
         v[7] = r if r.stride() == t2 else relayout(r, s2, t2, d2)
         v[5] = v[6] = None
         e0(v, b, sv, scratch)                     # any other step, as its closure
@@ -39,11 +39,12 @@ class KernelStep:
 
 @dataclass(frozen=True)
 class MatmulStep:
-    """A library matmul reading whole buffers: `fn(*slots)` into `out`, put in the planned strides
-    by `relayout(result, shape, strides, dtype)` where the library chose others."""
+    """A library matmul: `fn` of its arguments `(slot, reader)` (the slot's tensor where `reader` is
+    None, else `reader(values)`, a view of it) into `out`, put in the planned strides by
+    `relayout(result, shape, strides, dtype)` where the library chose others."""
 
     fn: object
-    slots: tuple[int, ...]
+    args: tuple[tuple[int, object], ...]
     out: int
     shape: tuple[int, ...]
     strides: tuple[int, ...]
@@ -85,7 +86,9 @@ def straight_line(steps: list, name: str = "graph"):
             lines.append(f"    {constant('k', step.fn)}({args})")
             drop = step.drop
         elif isinstance(step, MatmulStep):
-            args = ", ".join(f"v[{s}]" for s in step.slots)
+            args = ", ".join(
+                f"v[{slot}]" if read is None else f"{constant('g', read)}(v)" for slot, read in step.args
+            )
             s, t, d = constant("s", step.shape), constant("t", step.strides), constant("d", step.dtype)
             lines.append(f"    r = {constant('k', step.fn)}({args})")
             relayout = f"{constant('f', step.relayout)}(r, {s}, {t}, {d})"
