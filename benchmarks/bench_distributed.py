@@ -11,7 +11,9 @@ each is timed alone (compile + run), and a second one runs untimed (DDP rebuilds
 first backward, and torchsmith plans its cut again from them); then the configurations take turns,
 `--steps` SGD steps each
 per round, and a configuration's step time is the median over rounds of rank 0's time per step
-(ranks meet at a barrier before every round). DDP's buckets are capped at `--bucket-mb` so these
+(ranks meet at a barrier before every round). Beside it, rank 0's CPU time per step: what its main
+thread computed (forward, backward, optimizer, FSDP's copies); the rest of a step is waiting on
+collectives, which gloo's threads run. DDP's buckets are capped at `--bucket-mb` so these
 small models span several buckets, as large ones do at DDP's default 25 MB. Each rank runs on a CPU
 of its own (`--no-pin` lets them share).
 """
@@ -147,16 +149,21 @@ def worker(rank: int, init_file: str, out: str, name: str, quick: bool, steps: i
         except Exception as e:  # a configuration that fails is a table cell, not the end of the run
             errors[kind] = short_error(e)
     times: dict[str, list[float]] = {kind: [] for kind in configs}
+    cpu_times: dict[str, list[float]] = {kind: [] for kind in configs}
     for _ in range(rounds):
         for kind, (run, params, x, optimizer) in configs.items():
             dist.barrier()
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.thread_time()
             for _ in range(steps):
                 step(run, params, x, optimizer)
+            cpu_times[kind].append((time.thread_time() - cpu_start) / steps)
             times[kind].append((time.perf_counter() - start) / steps)
     if rank == 0:
-        result = {kind: {"step_ms": statistics.median(t) * 1e3, "first_s": first[kind],
-                         "rounds_ms": [round(v * 1e3, 2) for v in t]} for kind, t in times.items()}
+        result = {kind: {"step_ms": statistics.median(t) * 1e3,
+                         "cpu_ms": statistics.median(cpu_times[kind]) * 1e3,
+                         "first_s": first[kind], "rounds_ms": [round(v * 1e3, 2) for v in t],
+                         "rounds_cpu_ms": [round(v * 1e3, 2) for v in cpu_times[kind]]}
+                  for kind, t in times.items()}
         result.update({kind: {"error": e} for kind, e in errors.items()})
         pathlib.Path(out).write_text(json.dumps(result))
     dist.destroy_process_group()
@@ -180,21 +187,25 @@ def table(results: dict, info: dict, args) -> str:
         f"{info['platform']}; Python {info['python']}, torch {info['torch']}; {info['date']}.",
         f"Step = forward, backward (gradients all-reduced or reduce-scattered over gloo) and an SGD step; "
         f"median over {args.rounds} interleaved rounds of {args.steps} steps, rank 0's wall time; "
-        f"DDP buckets capped at {args.bucket_mb} MB. First step = compile + first run. "
-        "Speedup > 1: faster than eager under the same wrapper.",
+        f"DDP buckets capped at {args.bucket_mb} MB. CPU ms = rank 0's main-thread CPU time per step "
+        "(median over the same rounds): the step's compute; the rest of its wall time waits on collectives. "
+        "First step = compile + first run. Speedup > 1: faster than eager under the same wrapper. "
+        f"Load average (1 min) {info['load_before']:.2f} before the run, {info['load_after']:.2f} after.",
         "",
-        "| model | configuration | step ms | vs eager | first step s |",
-        "|---|---|---:|---:|---:|",
+        "| model | configuration | step ms | vs eager | CPU ms | CPU vs eager | first step s |",
+        "|---|---|---:|---:|---:|---:|---:|",
     ]
     for name, rows in results.items():
         for kind in KINDS:
             row = rows.get(kind, {"error": "not run"})
             if "error" in row:
-                lines.append(f"| {name} | {kind} | failed: {row['error']} | | |")
+                lines.append(f"| {name} | {kind} | failed: {row['error']} | | | | |")
                 continue
-            eager = rows.get(kind.split(" ")[0] + " eager", {}).get("step_ms")
-            speedup = f"{eager / row['step_ms']:.2f}x" if eager else ""
-            lines.append(f"| {name} | {kind} | {row['step_ms']:.2f} | {speedup} | {row['first_s']:.1f} |")
+            eager = rows.get(kind.split(" ")[0] + " eager", {})
+            speedup = f"{eager['step_ms'] / row['step_ms']:.2f}x" if "step_ms" in eager else ""
+            cpu_speedup = f"{eager['cpu_ms'] / row['cpu_ms']:.2f}x" if "cpu_ms" in eager else ""
+            lines.append(f"| {name} | {kind} | {row['step_ms']:.2f} | {speedup} | {row['cpu_ms']:.2f} | "
+                         f"{cpu_speedup} | {row['first_s']:.1f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -211,12 +222,15 @@ def main() -> None:
     args.steps = args.steps or (2 if args.quick else 5)
     args.rounds = args.rounds or (2 if args.quick else 7)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    load_before = os.getloadavg()[0]
     results = {name: measure(name, args) for name in (args.only or ["mlp", "gpt2"])}
-    info = machine({"cpus_used": len(os.sched_getaffinity(0))})
+    info = machine({"cpus_used": len(os.sched_getaffinity(0)), "load_before": load_before,
+                    "load_after": os.getloadavg()[0]})
     text = table(results, info, args)
     print(text)
     if not args.quick and not args.kind:
-        (RESULTS / "distributed.json").write_text(json.dumps({"machine": info, "results": results}, indent=1))
+        record = {"machine": info, "args": vars(args), "results": results}
+        (RESULTS / "distributed.json").write_text(json.dumps(record, indent=1))
         (RESULTS / "distributed.md").write_text(text)
 
 
