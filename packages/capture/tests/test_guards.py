@@ -1,6 +1,8 @@
 """The compiled guard's fast form: inline tensor specs and submodule paths looked up once must
 accept and reject exactly what the readable expressions do."""
 
+import enum
+
 import pytest
 import torch
 
@@ -281,3 +283,38 @@ def test_module_flags_hooks_and_patched_forwards_recompile(compile_with, backend
         step()
         torch.testing.assert_close(compiled(x), model(x))
         assert len(backend.graphs) == graphs
+
+
+class _Mode(enum.IntEnum):
+    SCALE = 1
+    SHIFT = 2
+
+
+class _ByMode(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mode = _Mode.SCALE
+
+    def forward(self, x):
+        if self.mode == _Mode.SCALE:
+            return x * 2
+        return x + self.mode  # the member as a number
+
+
+def test_an_enum_member_is_guarded_by_identity(compile_with, backend):
+    model = _ByMode()
+    compiled = compile_with(model)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), model(x))
+    (entry,) = [e for cache in compiled._session.caches.values() for e in cache.entries]
+    mode_guards = [e for e in entry.guard_set.exprs if ".mode" in e and "_Mode" not in e]
+    assert len(mode_guards) == 1 and " is K" in mode_guards[0]  # no separate class and value checks
+    model.mode = _Mode.SHIFT
+    torch.testing.assert_close(compiled(x), model(x))
+    assert len(backend.graphs) == 2
+    model.mode = 2  # equal to SHIFT, but an int: `x + 2` either way, yet not the member captured
+    torch.testing.assert_close(compiled(x), model(x))
+    assert len(backend.graphs) == 3
+    model.mode = _Mode.SCALE
+    torch.testing.assert_close(compiled(x), model(x))
+    assert len(backend.graphs) == 3

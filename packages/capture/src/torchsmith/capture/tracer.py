@@ -6,6 +6,7 @@ first instruction, inlining every user call, until it returns or reaches the ins
 graph break was decided (`break_at`).
 """
 
+import enum
 import types
 from dataclasses import dataclass, field
 
@@ -282,6 +283,11 @@ class Tracer(
             tracker = NumpyVar(value, source)
             self.mutables_by_id[id(value)] = (tracker, value)
             return tracker
+        if isinstance(value, enum.Enum) and isinstance(value, (int, float, str)):
+            # a member of an int or str enum is its enum's only object of its value: one identity
+            # check says what its class and value checks say
+            g.identity(source, value)
+            return ConstVar(value, source)
         if value is None or isinstance(value, (bool, int, float, str, complex, bytes, torch.dtype)):
             g.equals(source, value)
             return ConstVar(value, source)
