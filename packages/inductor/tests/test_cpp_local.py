@@ -192,3 +192,16 @@ def test_exp_of_masked_and_very_negative_values():
     x[1, :4] = torch.tensor([math.inf, 88.7, 89.0, -0.0])
     got, expected = compiled(x)[0], torch.exp(x)
     torch.testing.assert_close(got, expected, rtol=3e-7, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("width", [37, 1024])
+def test_softmax_row_exp_is_computed_inside_its_sum_loop(width):
+    # exp(x - max) is stored to its local row inside the sum's loop: three passes over a row
+    # (max; exp and sum; scale), not four.
+    graph = make_graph("softmax", {"x": ((5, width), F32)}, softmax)
+    compiled = compile_graph(graph)
+    x = torch.randn(5, width)
+    x[2, 3] = float("nan")
+    assert_matches_eager(compiled, graph, x, rtol=1e-5, atol=1e-6)
+    source = compiled.source
+    assert "l_exp[r0] =" in source and "l_exp[i1] =" not in source, source

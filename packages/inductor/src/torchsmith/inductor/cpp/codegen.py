@@ -9,7 +9,7 @@ only changes the grouping, not this emitter. Element expressions print through `
 through `cpp_types` (16-bit floats are stored as 16 bits and computed in float).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import sympy
 
@@ -30,12 +30,15 @@ from torchsmith.inductor.errors import CodegenError
 from torchsmith.inductor.loop_ir.program import (
     ComputedBuffer,
     Constant,
+    Load,
     LoopProgram,
     Pointwise,
     Reduction,
     Scatter,
     index_vars,
     loads,
+    reduction_vars,
+    substitute,
 )
 from torchsmith.ir.codegen_text import IdentifierNamer, cpp_comment, identifier
 
@@ -230,17 +233,50 @@ def _emit_kernel(
     lines += [f"{indent}{t} {pointer_of[n]}[{size}];" for n, t, size in arrays]
     counter = [0]
     done: set = set()
+    folded = _folded_producers(group, len(outer), {n for n, _, _ in arrays})
+    producers = {p.name for p in folded.values()}
     for buffer in group:
+        if buffer.name in producers:
+            continue
         key = _welford_key(buffer)
         if key in done:
             continue
         done.add(key)
         partners = [b for b in group if _welford_key(b) == key]
-        _emit_member(partners, len(outer), pointer_of, lines, indent, counter, inside, outer_simd)
+        producer = folded.get(buffer.name)
+        _emit_member(partners, len(outer), pointer_of, lines, indent, counter, inside, outer_simd, producer)
     for depth in reversed(range(len(outer))):
         lines.append(f"{'  ' * (depth + 1)}}}")
     lines.append("}")
     return Kernel(name, writes, reads), "\n".join(lines)
+
+
+def _folded_producers(group, shared: int, local: set[str]) -> dict[str, ComputedBuffer]:
+    """{reduction name: producer} for each local row producer that the next member reduces as it
+    is (softmax's `exp(x - max)` then its sum): the producer's values are computed and stored
+    inside the reduction's loop, one pass over the row instead of two. Only a one-dim row read at
+    its own index, by a reduction with no welford partner."""
+    folded: dict[str, ComputedBuffer] = {}
+    for producer, reduction in zip(group, group[1:]):
+        body = reduction.body
+        if producer.name not in local or not isinstance(producer.body, Pointwise):
+            continue
+        if not isinstance(body, Reduction) or len(body.reduction_ranges) != 1 or len(body.ranges) != shared:
+            continue
+        if body.reduction_type.startswith("welford") or len(producer.body.ranges) != shared + 1:
+            continue
+        row = reduction_vars(1)[0]
+        if body.value != Load(producer.name, row, producer.layout.dtype):
+            continue
+        if sympy.expand(sympy.sympify(producer.body.ranges[-1]) - body.reduction_ranges[0]) != 0:
+            continue
+        # The reduction's loop keeps explicit lanes of its value type: loads of another width (a
+        # bool mask's bytes) in the same lanes leave GCC's loop scalar.
+        width = producer.layout.dtype.itemsize
+        if any(ld.dtype.itemsize != width for ld in loads(producer.body.value)):
+            continue
+        folded[reduction.name] = producer
+    return folded
 
 
 def _row_emitter(rows: list[ComputedBuffer], pointer_of):
@@ -338,6 +374,7 @@ def _emit_member(
     counter,
     inside: bool,
     outer_simd: tuple | None = None,
+    producer: ComputedBuffer | None = None,
 ) -> None:
     """One buffer's loops beyond the `shared` outer ones, its body and its store (several buffers
     only for a welford pair, which share body and ranges). `inside`: thread this member itself.
@@ -380,7 +417,13 @@ def _emit_member(
         )
     else:
         stores = [(b.body.reduction_type, _store_target(b, pointer_of), b.layout.dtype) for b in buffers]
-        emitter = ReductionEmitter(body, pointer_of, lines, counter)
+        side_store = None
+        if producer is not None:  # the producer's row, computed and stored in this loop
+            last, row = index_vars(shared + 1)[-1], reduction_vars(1)[0]
+            body = replace(body, value=substitute(producer.body.value, {last: row}))
+            target = _store_target(producer, pointer_of).replace(f"[{last}]", f"[{row}]")
+            side_store = (target, producer.layout.dtype)
+        emitter = ReductionEmitter(body, pointer_of, lines, counter, side_store)
         emitter.emit(inner_indent, stores, threaded if not extra else None)
     for depth in reversed(range(len(extra))):
         lines.append(f"{indent}{'  ' * depth}}}")

@@ -120,8 +120,11 @@ def _result(kind: str, acc: str, value_dtype: torch.dtype, dtype: torch.dtype) -
 class ReductionEmitter:
     """Writes one reduction (or a welford mean/M2 pair sharing its value) into `lines`."""
 
-    def __init__(self, body: Reduction, pointer_of, lines: list[str], counter: list[int]):
+    def __init__(self, body: Reduction, pointer_of, lines: list[str], counter: list[int], side_store=None):
         self.body, self.pointer_of, self.lines, self.counter = body, pointer_of, lines, counter
+        # (C++ element over the reduction variables, dtype): where each value is also stored, for
+        # a row producer computed inside this reduction's loop (see codegen._folded_producers).
+        self.side_store = side_store
         self.kind = "welford" if body.reduction_type.startswith("welford") else body.reduction_type
         self.value_dtype = body.value.dtype
         self.acc = f"a{counter[0]}"
@@ -134,7 +137,11 @@ class ReductionEmitter:
         writer = BodyWriter(
             self.pointer_of, self.lines, indent, self.counter, self.rvars[-1], hoisted, hoisted_indent
         )
-        return writer.value(self.body.value)
+        value = writer.value(self.body.value)
+        if self.side_store is not None:
+            target, dtype = self.side_store
+            self.lines.append(f"{indent}{target} = {store_code(value, dtype)};")
+        return value
 
     def _simd_loop(self, indent: str, lo: str, hi: str, clause: str, update, lanes=None, flag=None) -> None:
         """A vectorized loop of the innermost reduction var over [lo, hi); `update(value)` -> stmt.
