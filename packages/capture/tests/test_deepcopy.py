@@ -98,3 +98,41 @@ def test_a_list_changed_in_place_on_a_copy_is_read_back_and_never_lost(compile_w
     got, view = compile_with(escapes)(x)
     torch.testing.assert_close(got, x + 1)
     assert view.sizes == [1, 2, 3] and config.sizes == [1, 2]
+
+
+def test_the_state_guard_sees_every_change_a_copy_would_see(compile_with, backend):
+    config = Config()
+    config.nested = Config(layers=5)
+    config.ratio = float("nan")
+
+    def f(x):
+        view = copy.deepcopy(config)
+        return x * view.decoder_layers + len(view.labels) + view.nested.encoder_layers + view.scale
+
+    compiled = compile_with(f, fullgraph=True)
+    x = torch.randn(3)
+    graphs = 1
+
+    def same(changes_graph: bool):
+        nonlocal graphs
+        torch.testing.assert_close(compiled(x), f(x))
+        graphs += changes_graph
+        assert len(backend.graphs) == graphs
+
+    same(False)
+    same(False)  # the guard holds on its own state (the NaN included)
+    config.ratio = float("nan")  # another NaN object: the same state, no recompile
+    same(False)
+    config.labels[2] = "c"  # a nested dict changed in place
+    same(True)
+    config.nested.encoder_layers = 6  # a nested object's attribute
+    same(True)
+    config.scale = 1  # an equal value of another type (0.5 -> 1 is not equal; 1.0 -> 1 below is)
+    same(True)
+    config.scale = 1.0  # 1.0 == 1: only the type differs
+    same(True)
+    config.scale = 1  # back to an int: the entry captured for it
+    same(False)
+    del config.scale
+    config.scale = 1  # the same names and values, in another order
+    same(True)

@@ -77,6 +77,42 @@ def state_of(value, _path=()):
     return (kind, tuple((k, _leaf_or_state(v, path)) for k, v in attrs.items()))
 
 
+def state_check(value, state):
+    """`x -> state_of(x) == state` for `state = state_of(value)`, run by a guard on every call. For
+    an object of a plain class (a config) the attributes are compared at C speed first: the same
+    class, the same attribute names in order, the same value types, values equal (`==`) and the
+    state of each attribute that is not a leaf (a dict, a nested object) equal; only where that
+    does not hold (a changed or NaN value) is the whole state rebuilt and compared."""
+
+    def exact(x) -> bool:
+        return state_of(x) == state
+
+    kind = type(value)
+    if kind in _LEAVES or issubclass(kind, _ATOMIC) or issubclass(kind, _CONTAINERS):
+        return exact
+    attrs = object.__getattribute__(value, "__dict__")
+    snapshot = dict(attrs)  # the leaves are immutable; the other values are checked by their state
+    names, kinds = list(attrs), [type(v) for v in attrs.values()]
+    # values compared as they are in the state (leaves, atomics) need no more than `==` and their type
+    nested = [
+        (k, state_of(v)) for k, v in attrs.items() if not (type(v) in _LEAVES or isinstance(v, _ATOMIC))
+    ]
+
+    def check(x) -> bool:
+        if type(x) is kind:
+            d = object.__getattribute__(x, "__dict__")
+            if (
+                list(d) == names
+                and list(map(type, d.values())) == kinds
+                and d == snapshot
+                and all(state_of(d[k]) == s for k, s in nested)
+            ):
+                return True
+        return exact(x)
+
+    return check
+
+
 def _leaf_or_state(value, path):
     kind = type(value)
     return (kind, value) if kind in _LEAVES else state_of(value, path)
@@ -155,7 +191,8 @@ class CopyOps:
             if same is None:
                 seen.append(recorded)
                 same = recorded
-            self.guards.add(f"{self.ns.name_of(state_of)}({root}) == {self.ns.name_of(same)}")
+            expr = f"{self.ns.name_of(state_of)}({root}) == {self.ns.name_of(same)}"
+            self.guards.add(expr, fast=f"{self.ns.name_of(state_check(value, same))}({root})")
         return self.private(copy.deepcopy(value))
 
     # ----------------------------------------------------------------- private objects
