@@ -95,39 +95,3 @@ def test_boolean_sdpa_mask_becomes_additive_once_on_its_own_shape():
     inputs = [torch.randn(B, H, L, E, generator=torch.Generator().manual_seed(i)) for i in range(3)] + [keep]
     expected = torch.nn.functional.scaled_dot_product_attention(*inputs[:3], attn_mask=keep)
     torch.testing.assert_close(interpret(prims, *inputs)[0], expected)
-
-
-@pytest.mark.parametrize(
-    "length, mask_shape, causal, folded",
-    [
-        (1, (1, 1, 1, 10), False, True),  # a decode step: one query, a mask over the cache
-        (4, None, False, True),
-        (4, (B, 1, 1, 10), False, True),  # a key padding mask, the same for every query
-        (4, (4, 10), False, False),  # a per-query mask: kept whole
-        (4, None, True, False),  # causal: kept whole
-    ],
-)
-def test_grouped_query_sdpa_stacks_each_groups_queries_over_its_kv_head(length, mask_shape, causal, folded):
-    heads, kv_heads, keys = 6, 2, 10
-    b = GraphBuilder("gqa")
-    q = b.input("q", f"f32[{B}, {heads}, {length}, {E}] cpu")
-    k, v = (b.input(n, f"f32[{B}, {kv_heads}, {keys}, {E}] cpu") for n in "kv")
-    mask = b.input("mask", f"b8[{', '.join(map(str, mask_shape))}] cpu") if mask_shape else None
-    out = b.op("aten.scaled_dot_product_attention.default", q, k, v, mask, 0.0, causal, enable_gqa=True)
-    prims = verify(decompose(b.build(out)))
-    fused = [n for n in prims.nodes if n.op == "prims.scaled_dot_product_attention"]
-    kept = [n for n in prims.nodes if n.op.startswith("aten.scaled_dot_product_attention")]
-    assert (len(fused), len(kept)) == ((1, 0) if folded else (0, 1))
-    if folded:  # key and value reach the kernel as they are: no copy per query head
-        assert [a.name for a in fused[0].args[1:3]] == ["k", "v"]
-    g = torch.Generator().manual_seed(0)
-    inputs = [torch.randn(B, heads, length, E, generator=g), torch.randn(B, kv_heads, keys, E, generator=g),
-              torch.randn(B, kv_heads, keys, E, generator=g)]  # fmt: skip
-    if mask_shape:
-        keep = torch.rand(mask_shape, generator=g) > 0.3
-        keep[..., 0] = True
-        inputs.append(keep)
-    expected = torch.nn.functional.scaled_dot_product_attention(
-        *inputs[:3], attn_mask=inputs[3] if mask_shape else None, is_causal=causal, enable_gqa=True
-    )
-    torch.testing.assert_close(interpret(prims, *inputs)[0], expected, rtol=1e-5, atol=1e-5)

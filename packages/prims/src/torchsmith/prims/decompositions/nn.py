@@ -47,51 +47,17 @@ def convolution(e, x, weight, bias, stride, padding, dilation, transposed, outpu
     return e.convolution(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
 
 
-@register_decomposition(
-    "aten.scaled_dot_product_attention.default",
-    declines="dropout_p > 0, or enable_gqa with is_causal or a mask that varies over heads or queries",
-)
+@register_decomposition("aten.scaled_dot_product_attention.default", declines="dropout_p > 0 or enable_gqa")
 def sdpa(
     e, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False
 ):
-    if dropout_p != 0.0:
-        return KEEP  # dropout needs the graph's RNG state
-    if enable_gqa:
-        return _grouped_query_sdpa(e, query, key, value, attn_mask, is_causal, scale)
+    if dropout_p != 0.0 or enable_gqa:
+        return KEEP  # dropout needs the graph's RNG state; grouped-query attention is not a prim yet
     if attn_mask is not None:
         attn_mask = _additive_mask(e, attn_mask, e.type(query))
         shape = list(e.type(query).shape[:-1]) + [e.type(key).shape[-2]]
         attn_mask = e.broadcast_to(attn_mask, shape)
     return e.scaled_dot_product_attention(query, key, value, attn_mask, is_causal, scale)
-
-
-def _grouped_query_sdpa(e, query, key, value, attn_mask, is_causal, scale):
-    """Grouped-query attention (H query heads over Hkv key/value heads) as attention over Hkv heads
-    with each group's queries stacked: [B, H, L, E] viewed as [B, Hkv, H/Hkv * L, E], so each
-    key/value head is read once for its whole group and never copied per query head. Exact when the
-    mask is the same for every head and query of a group (a decode step's [1, 1, 1, S] mask, or
-    none); a causal or per-query mask keeps the op whole."""
-    tq, tk = e.type(query), e.type(key)
-    if tq.rank != 4 or tk.rank != 4 or not all(isinstance(d, int) for d in (tq.shape[1], tk.shape[1])):
-        return KEEP
-    heads, kv_heads = tq.shape[1], tk.shape[1]
-    if kv_heads == 0 or heads % kv_heads:
-        return KEEP  # torch raises for this: the kept op says so at run time
-    if heads == kv_heads:
-        return sdpa(e, query, key, value, attn_mask, 0.0, is_causal, scale=scale)
-    if is_causal:
-        return KEEP  # stacking a group's queries would shift the causal diagonal
-    if attn_mask is not None:
-        mask_shape = [1] * (4 - e.type(attn_mask).rank) + list(e.type(attn_mask).shape)
-        if mask_shape[1] != 1 or mask_shape[2] != 1:
-            return KEEP
-    batch, length, width = tq.shape[0], tq.shape[2], tq.shape[3]
-    stacked = e.reshape(query, [batch, kv_heads, heads // kv_heads * length, width])
-    if attn_mask is not None:
-        attn_mask = e.reshape(_additive_mask(e, attn_mask, tq), mask_shape)
-        attn_mask = e.broadcast_to(attn_mask, list(e.type(stacked).shape[:-1]) + [tk.shape[2]])
-    out = e.scaled_dot_product_attention(stacked, key, value, attn_mask, False, scale)
-    return e.reshape(out, [batch, heads, length, e.type(value).shape[-1]])
 
 
 def _additive_mask(e, mask, query):
