@@ -37,8 +37,11 @@ log = logging.getLogger("torchsmith.inductor.cache")
 # -fno-trapping-math: without AVX-512's masked ops GCC will not if-convert a float compare (it may
 # raise an FP exception nobody reads), so the branchless selects of exp and friends left whole
 # loops scalar on AVX2 machines. Values are unchanged: only exception flags could differ.
-CXX_FLAGS = ("-O2", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17", "-fno-math-errno",
-             "-fno-trapping-math")
+# -mprefer-vector-width=512: on an AVX-512 machine GCC otherwise keeps 256-bit vectors, so exp, erf
+# and friends run as 8-wide libmvec calls where 16-wide ones exist. Machines without AVX-512 ignore
+# it; the reduction lanes choose their own width (reductions.VECTOR_BYTES).
+CXX_FLAGS = ("-O2", "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-shared", "-fPIC",
+             "-std=c++17", "-fno-math-errno", "-fno-trapping-math")
 MANIFEST_FORMAT = "torchsmith.cpp_library"
 MANIFEST_VERSION = 1
 
