@@ -4,6 +4,7 @@ reductions; the scheduler keeping row and column reductions apart."""
 
 import logging
 
+import pytest
 import torch
 
 from torchsmith.inductor import compile_graph
@@ -190,10 +191,15 @@ def test_kept_dims_read_as_one_run_are_one_column_range():
     assert_matches_eager(compiled, graph, x, y, rtol=1e-5, atol=1e-5)
 
 
-def test_short_rows_in_lanes_with_nans_tails_and_welford():
-    # Rows of 300: reduction variables in 2 vectors of 8 explicit lanes (16 elements a step, 18
-    # steps), then one vector (288..295) into the first, the vectors and lanes folded in halves, then
-    # a tail of 4 elements one at a time.
+@pytest.mark.parametrize("vector_bytes", [32, 64], ids=["avx2", "avx512"])
+def test_short_rows_in_lanes_with_nans_tails_and_welford(vector_bytes, monkeypatch):
+    # Rows of 300: reduction variables in 2 vectors of w explicit lanes (w = 8 floats on AVX2: 16
+    # elements a step, 18 steps, then one vector (288..295) into the first, the vectors and lanes
+    # folded in halves, then a tail of 4 elements one at a time; w = 16 on AVX-512).
+    import torchsmith.inductor.cpp.build as build
+
+    monkeypatch.setattr(build, "native_vector_bytes", lambda: vector_bytes)
+    lanes = vector_bytes // 4
     def body(b, x):
         var, mean = b.op("aten.var_mean.correction", x, [1], correction=1)
         return (
@@ -206,7 +212,7 @@ def test_short_rows_in_lanes_with_nans_tails_and_welford():
 
     graph = make_graph("short_rows", {"x": ((6, 300), F32)}, body)
     compiled = compile_graph(graph)
-    assert "_l0[8], " in compiled.source and "_l1[8];" in compiled.source
+    assert f"_l0[{lanes}], " in compiled.source and f"_l1[{lanes}];" in compiled.source
     x = 1e3 + torch.randn(6, 300)
     x[1, 5] = float("nan")  # in a lane
     x[2, 298] = float("nan")  # in the tail

@@ -27,6 +27,15 @@ from torchsmith.ir import example_inputs, format_graph, load, parse_graph  # noq
 from torchsmith.ir.golden import check_golden  # noqa: E402
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
+
+
+@pytest.fixture(autouse=True)
+def avx2_lanes(monkeypatch):
+    """Reduction lanes as on an AVX2 machine (8 floats): the golden text is the same on every machine."""
+    import torchsmith.inductor.cpp.build as build
+
+    monkeypatch.setattr(build, "native_vector_bytes", lambda: 32)
+
 CASES = sorted(p.stem for p in GOLDEN.glob("*.json"))
 CPP_KERNEL = "// @torchsmith-kernel"
 TRITON_KERNEL = "@triton.jit\ndef kernel"

@@ -23,6 +23,7 @@ import tempfile
 import threading
 import weakref
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from torchsmith.inductor.cpp.vector_math import link_flags
@@ -39,9 +40,24 @@ log = logging.getLogger("torchsmith.inductor.cache")
 # loops scalar on AVX2 machines. Values are unchanged: only exception flags could differ.
 # -mprefer-vector-width=512: on an AVX-512 machine GCC otherwise keeps 256-bit vectors, so exp, erf
 # and friends run as 8-wide libmvec calls where 16-wide ones exist. Machines without AVX-512 ignore
-# it; the reduction lanes choose their own width (reductions.VECTOR_BYTES).
+# it; the reduction lanes fill one vector of that width (native_vector_bytes).
 CXX_FLAGS = ("-O2", "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-shared", "-fPIC",
              "-std=c++17", "-fno-math-errno", "-fno-trapping-math")
+
+
+@lru_cache(maxsize=1)
+def native_vector_bytes() -> int:
+    """The width of the vectors the kernels are built for: 64 bytes where the CPU has AVX-512
+    (CXX_FLAGS prefers 512-bit vectors there), else 32 (AVX2, and where the CPU's flags cannot be
+    read)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line for line in f if line.startswith("flags")), "")
+    except OSError:
+        return 32
+    return 64 if " avx512f" in flags else 32
+
+
 MANIFEST_FORMAT = "torchsmith.cpp_library"
 MANIFEST_VERSION = 1
 

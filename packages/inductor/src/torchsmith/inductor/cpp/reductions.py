@@ -32,6 +32,7 @@ import re
 import sympy
 import torch
 
+from torchsmith.inductor.cpp import build
 from torchsmith.inductor.cpp.dtypes import cpp_limit, cpp_type, store_code, type_size
 from torchsmith.inductor.cpp.expr import BodyWriter, cpp_index
 from torchsmith.inductor.errors import CodegenError
@@ -43,9 +44,6 @@ CHUNK = 4096
 # accumulators of explicit lanes (`_lane_loop`): one accumulator makes each step wait on the previous
 # one's latency.
 LANE_VECTORS = 2
-# The bytes of one vector register a lane array should fill: 256 bits, what GCC vectorizes with
-# under -march=native on AVX2 and AVX-512 machines alike (it prefers 256-bit vectors on both).
-VECTOR_BYTES = 32
 # Reductions over several dims prefetch the next run of the innermost one when it is at most this long.
 PREFETCH_RUN = 2048
 PAGE = 4096
@@ -162,7 +160,7 @@ class ReductionEmitter:
 
     def _lane_loop(self, indent: str, lo: str, hi: str, clause: str, update, lanes: dict, flag=None) -> None:
         """The loop of `_simd_loop` with explicit lanes: each reduction variable in `LANE_VECTORS`
-        arrays of `w` lanes, each array filling one vector register (`VECTOR_BYTES`). A step reads
+        arrays of `w` lanes, each array filling one vector register (`native_vector_bytes`). A step reads
         `LANE_VECTORS * w` elements in one simd loop of `w`, each array taking one of its vectors: the
         accumulators are independent (no step waits on the previous one's latency), and each array
         is one vector at fixed places, which GCC keeps in a register (one array of several vectors
@@ -178,7 +176,7 @@ class ReductionEmitter:
         v, lines, vectors = self.rvars[-1], self.lines, LANE_VECTORS
         ops = {name.strip(): op for op, names in re.findall(r"reduction\(([^:]+):([^)]+)\)", clause)
                for name in names.split(",")}  # fmt: skip
-        w = max(1, VECTOR_BYTES // max(type_size(t) for t in lanes.values()))
+        w = max(1, build.native_vector_bytes() // max(type_size(t) for t in lanes.values()))
         step_size = vectors * w
         # A row of known length gets only the loops it runs (and only the arrays they touch).
         known = int(hi) - int(lo) if lo.isdigit() and hi.isdigit() else None

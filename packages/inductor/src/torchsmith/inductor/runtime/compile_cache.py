@@ -109,7 +109,12 @@ def graph_text(graph) -> str:
 def key_of(kind: str, *parts: str) -> str:
     """The cache key of a `kind` of entry computed from `parts` (serialized graph, options, ...):
     `kind-<sha256>`, also the entry's file name."""
-    digest = hashlib.sha256(f"{kind}\0{code_version()}\0{custom_registrations()}".encode())
+    from torchsmith.inductor.cpp.build import native_vector_bytes
+
+    # The C++ kernels' lanes follow the machine's vector width: a cache shared by two machines
+    # keeps their programs apart.
+    target = f"vector_bytes={native_vector_bytes()}"
+    digest = hashlib.sha256(f"{kind}\0{code_version()}\0{custom_registrations()}\0{target}".encode())
     for part in parts:
         digest.update(b"\0")
         digest.update(part.encode())
