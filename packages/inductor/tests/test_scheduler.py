@@ -11,7 +11,7 @@ import torch
 from torchsmith.inductor import compile_graph, lower, to_prims
 from torchsmith.inductor.fusion.scheduler import FusionDecision, schedule
 from torchsmith.inductor.lowering.inline import MAX_DUPLICATED_OPS, inline_pointwise
-from torchsmith.inductor.testing import assert_matches_eager, make_graph
+from torchsmith.inductor.testing import assert_matches_eager, make_graph, rotary_cat
 from torchsmith.ir import TensorType
 from torchsmith.ir.events import observe
 from torchsmith.ir.symbolic import symbol
@@ -190,14 +190,7 @@ def test_elementwise_chain_read_through_a_reshape_is_inlined_by_flat_offset():
 def test_rotary_halves_computed_then_cat_inline_into_the_cat():
     # cat reads each half at a clamped index (min(7, i2), max(0, i2 - 8)): the halves' arithmetic is
     # computed inside the cat's loop instead of being stored and read back.
-    def body(b, x, c, s):
-        x1 = b.op("aten.slice.Tensor", x, 2, 0, 8)
-        x2 = b.op("aten.slice.Tensor", x, 2, 8, 16)
-        first = b.op("aten.sub.Tensor", b.op("aten.mul.Tensor", x1, c), b.op("aten.mul.Tensor", x2, s))
-        second = b.op("aten.add.Tensor", b.op("aten.mul.Tensor", x2, c), b.op("aten.mul.Tensor", x1, s))
-        return b.op("aten.cat.default", [first, second], -1)
-
-    graph = make_graph("rotary", {"x": ((3, 4, 16), F32), "c": ((4, 8), F32), "s": ((4, 8), F32)}, body)
+    graph = make_graph("rotary", {"x": ((3, 4, 16), F32), "c": ((4, 8), F32), "s": ((4, 8), F32)}, rotary_cat)
     program, inlined, plan = scheduled(graph)
     assert [b.name for b in program.buffers] == ["cat"], [d for d in inlined if not d.taken]
     compiled = compile_graph(graph)

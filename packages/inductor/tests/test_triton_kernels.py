@@ -20,7 +20,7 @@ from torchsmith.inductor import (
 )
 from torchsmith.inductor.gpu_pipeline import compile_graph_triton  # noqa: E402
 from torchsmith.inductor.loop_ir.program import ComputedBuffer, Reduction  # noqa: E402
-from torchsmith.inductor.testing import assert_matches_eager, make_graph  # noqa: E402
+from torchsmith.inductor.testing import assert_matches_eager, make_graph, rotary_cat  # noqa: E402
 from torchsmith.inductor.triton.codegen import generate_triton  # noqa: E402
 from torchsmith.inductor.triton.reduction import PERSISTENT_MAX  # noqa: E402
 from torchsmith.ir import TensorType  # noqa: E402
@@ -398,14 +398,7 @@ def test_elementwise_op_table():
 
 def test_rotary_cat_of_computed_halves_is_one_kernel():
     # The cat reads each half at a clamped index; the halves' arithmetic runs in the cat's kernel.
-    def body(b, x, c, s):
-        x1 = b.op("aten.slice.Tensor", x, 3, 0, 8)
-        x2 = b.op("aten.slice.Tensor", x, 3, 8, 16)
-        first = b.op("aten.sub.Tensor", b.op("aten.mul.Tensor", x1, c), b.op("aten.mul.Tensor", x2, s))
-        second = b.op("aten.add.Tensor", b.op("aten.mul.Tensor", x2, c), b.op("aten.mul.Tensor", x1, s))
-        return b.op("aten.cat.default", [first, second], -1)
-
-    graph = make_graph("rotary", {"x": t(1, 4, 3, 16), "c": t(3, 8), "s": t(3, 8)}, body)
+    graph = make_graph("rotary", {"x": t(1, 4, 3, 16), "c": t(3, 8), "s": t(3, 8)}, rotary_cat)
     compiled = compile_graph_triton(graph)
     assert_matches_eager(compiled, graph, randn(1, 4, 3, 16), randn(3, 8), randn(3, 8), atol=1e-6, rtol=1e-6)
     assert compiled.source.count("\ndef kernel") == 1, compiled.source

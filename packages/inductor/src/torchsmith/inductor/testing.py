@@ -25,3 +25,15 @@ def assert_matches_eager(compiled, graph, *inputs, **tolerance) -> None:
     for g, e in zip(got, expected):
         assert g.dtype == e.dtype and g.shape == e.shape, (g.dtype, e.dtype, g.shape, e.shape)
         torch.testing.assert_close(g, e, equal_nan=True, **tolerance)
+
+
+def rotary_cat(b, x, c, s):
+    """A graph body: a rotary embedding of `x` (last dim 2h) by angles `c`, `s` (last dim h), its
+    two halves computed and then concatenated, as transformers' models write it."""
+    half = x.type.shape[-1] // 2
+    dim = x.type.rank - 1
+    x1 = b.op("aten.slice.Tensor", x, dim, 0, half)
+    x2 = b.op("aten.slice.Tensor", x, dim, half, 2 * half)
+    first = b.op("aten.sub.Tensor", b.op("aten.mul.Tensor", x1, c), b.op("aten.mul.Tensor", x2, s))
+    second = b.op("aten.add.Tensor", b.op("aten.mul.Tensor", x2, c), b.op("aten.mul.Tensor", x1, s))
+    return b.op("aten.cat.default", [first, second], -1)
