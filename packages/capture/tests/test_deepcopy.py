@@ -125,6 +125,9 @@ def test_the_state_guard_sees_every_change_a_copy_would_see(compile_with, backen
     same(False)
     config.labels[2] = "c"  # a nested dict changed in place
     same(True)
+    del config.labels[1], config.labels[2]
+    config.labels[True] = "b"  # a key equal to the old 1, of another type
+    same(True)
     config.nested.encoder_layers = 6  # a nested object's attribute
     same(True)
     config.scale = 1  # an equal value of another type (0.5 -> 1 is not equal; 1.0 -> 1 below is)

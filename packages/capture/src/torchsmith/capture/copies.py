@@ -81,8 +81,9 @@ def state_check(value, state):
     """`x -> state_of(x) == state` for `state = state_of(value)`, run by a guard on every call. For
     an object of a plain class (a config) the attributes are compared at C speed first: the same
     class, the same attribute names in order, the same value types, values equal (`==`) and the
-    state of each attribute that is not a leaf (a dict, a nested object) equal; only where that
-    does not hold (a changed or NaN value) is the whole state rebuilt and compared."""
+    state of each attribute that is neither a leaf nor atomic (a dict, a nested object) equal, a
+    dict of leaves by its items and their types; only where that does not hold (a changed value,
+    another NaN object) is the whole state rebuilt and compared."""
 
     def exact(x) -> bool:
         return state_of(x) == state
@@ -95,7 +96,9 @@ def state_check(value, state):
     names, kinds = list(attrs), [type(v) for v in attrs.values()]
     # values compared as they are in the state (leaves, atomics) need no more than `==` and their type
     nested = [
-        (k, state_of(v)) for k, v in attrs.items() if not (type(v) in _LEAVES or isinstance(v, _ATOMIC))
+        (k, _leaf_dict_check(v) or _state_equals(state_of(v)))
+        for k, v in attrs.items()
+        if not (type(v) in _LEAVES or isinstance(v, _ATOMIC))
     ]
 
     def check(x) -> bool:
@@ -105,12 +108,33 @@ def state_check(value, state):
                 list(d) == names
                 and list(map(type, d.values())) == kinds
                 and d == snapshot
-                and all(state_of(d[k]) == s for k, s in nested)
+                and all(same(d[k]) for k, same in nested)
             ):
                 return True
         return exact(x)
 
     return check
+
+
+def _state_equals(state):
+    return lambda x: state_of(x) == state
+
+
+def _leaf_dict_check(value):
+    """For a dict of leaves (`{0: "a"}`), `x -> state_of(x) == state_of(value)` by its items and
+    their types (C speed); None for anything else."""
+    if type(value) is not dict:
+        return None
+    if not all(type(k) in _LEAVES and type(v) in _LEAVES for k, v in value.items()):
+        return None
+    items = list(value.items())
+    key_types, value_types = list(map(type, value)), list(map(type, value.values()))
+    return lambda x: (
+        type(x) is dict
+        and list(x.items()) == items
+        and list(map(type, x)) == key_types
+        and list(map(type, x.values())) == value_types
+    )
 
 
 def _leaf_or_state(value, path):
