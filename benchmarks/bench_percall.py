@@ -16,12 +16,15 @@ torchsmith's call is then split by timing its pieces alone on the same inputs:
 - guard: the guard functions of the cache entries the call hits;
 - glue: the rest outside the compiled graphs (capture's generated code, autograd_aot's runtime,
   the backend wrappers): the call minus guard minus graph;
-- graph: `CompiledGraph.__call__` of the inductor, split into its kernel steps (C++ kernels through
-  ctypes, with their output allocations), its extern steps (library calls: matmul, bmm, ...) and the
-  wrapper's own Python (the graph minus its steps);
+- graph: `CompiledGraph.__call__` of the inductor as it runs (a graph without size symbols runs its
+  steps as one generated function);
+- its kernel steps (C++ kernels through ctypes, with their output allocations) and extern steps
+  (library calls: matmul, bmm, ...), timed one by one through the wrapper's step loop, so they carry
+  that loop's Python too and can add up to more than the graph;
 - extern op: the torch functions of the extern steps, timed inside the steps, so
   extern steps minus extern op is the Python each library call costs.
-Step times come from a run with a timer around each step, which adds well under a microsecond each.
+Step times come from a run with a timer around each step; what the timers cost is measured on steps
+that do nothing and subtracted.
 Not run in CI.
 """
 
@@ -131,12 +134,18 @@ def _per_call_us(fn, calls: int, rounds: int) -> float:
 
 
 def step_times_us(cg, inputs, calls: int, rounds: int) -> dict[str, float]:
-    """Microseconds per graph call of the whole graph, its kernel steps, its extern steps and the
-    torch functions those call, from one run that times each step and the whole call (so the parts
-    are consistent on a machine whose load varies). The extern steps' functions are timed inside
-    the steps: each planned step's resolved function (`fn` in its closure) is swapped for a timed
-    one; a step without one (an output pick) counts as Python."""
+    """Microseconds per graph call of the whole graph (as it runs), its kernel steps, its extern
+    steps and the torch functions those call, the steps from one run that times each of them through
+    the wrapper's step loop (the parts are consistent on a machine whose load varies), less what the
+    timers themselves cost (measured on steps that do nothing). The whole call runs the steps as one
+    straight-line function, so graph minus steps is the Python that form leaves, and the steps carry
+    the step loop's own Python. The extern steps' functions are timed inside the steps: each planned
+    step's resolved function (`fn` in its closure) is swapped for a timed one; a step without one (an
+    output pick) counts as Python."""
     sums = {"kernel": 0.0, "extern": 0.0, "op": 0.0, "graph": 0.0}
+    # the call as it runs (a graph without size symbols: its straight-line form), before the steps
+    # are swapped for timed ones (which makes it run its step loop)
+    plain = _per_call_us(lambda: cg(*inputs), calls, rounds)
     original = cg._run
     clock = CLOCK
 
@@ -157,6 +166,27 @@ def step_times_us(cg, inputs, calls: int, rounds: int) -> dict[str, float]:
                 sums["op"] += clock() - start
 
         return op
+
+    # What the timers themselves add: a timed step doing nothing records `inside`; a timed function
+    # inside an extern step adds `around` to that step. Subtracted below, per step and per function.
+    def noop(*a, **k):
+        return None
+
+    probe_calls = 20_000
+    step_probe, op_probe = timed(noop, "kernel"), timed_op(noop)
+    sums["kernel"] = sums["op"] = 0.0
+    for _ in range(probe_calls):
+        step_probe()
+    inside = sums["kernel"] / probe_calls
+    start = clock()
+    for _ in range(probe_calls):
+        op_probe()
+    around = (clock() - start) / probe_calls
+    start = clock()
+    for _ in range(probe_calls):
+        noop()
+    around -= (clock() - start) / probe_calls
+    sums["kernel"] = sums["op"] = 0.0
 
     swapped = []
     for run, step in zip(original, cg.steps, strict=True):
@@ -183,7 +213,13 @@ def step_times_us(cg, inputs, calls: int, rounds: int) -> dict[str, float]:
         cg._run = original
         for cell, fn in swapped:
             cell.cell_contents = fn
-    return {kind: statistics.median(v) * 1e6 for kind, v in samples.items()}
+    result = {kind: statistics.median(v) * 1e6 for kind, v in samples.items()}
+    externs_timed = sum(isinstance(step[0], ExternCall) for step in cg.steps)
+    result["kernel"] -= (len(cg.steps) - externs_timed) * inside * 1e6
+    result["extern"] -= (externs_timed * inside + len(swapped) * around) * 1e6
+    result["op"] -= len(swapped) * inside * 1e6
+    result["graph"] = plain
+    return result
 
 
 def extern_calls(cg) -> dict[str, int]:
@@ -215,7 +251,6 @@ def breakdown(compiled, kwargs, calls: int, rounds: int) -> dict:
         "kernel_steps_us": parts["kernel"],
         "extern_steps_us": parts["extern"],
         "extern_op_us": parts["op"],
-        "graph_python_us": parts["graph"] - parts["kernel"] - parts["extern"],
         "extern_python_us": parts["extern"] - parts["op"],
         "guard_functions": len(rec.entered),
         "graphs": len(rec.graphs),
@@ -364,11 +399,14 @@ def render(report: dict) -> str:
         "## Where torchsmith's call goes (µs, each piece timed alone on the same inputs)",
         "",
         "guard: the guard functions run (expressions in them); glue: the call minus guard and graph "
-        "(capture's generated code, autograd_aot's runtime, backend wrappers); graph Python: the "
-        "inductor wrapper around its steps; C++ steps: kernels and their allocations; extern op: the "
-        "library calls' torch functions alone; extern Python: what each library call costs around them.",
+        "(capture's generated code, autograd_aot's runtime, backend wrappers); graph: the inductor "
+        "graph's call as it runs (its steps written out as one function). The steps are timed one by "
+        "one through the wrapper's step loop, less the timers' own cost, so they also carry that "
+        "loop's Python and may add up to more than the graph: C++ steps: kernels and their "
+        "allocations; extern op: the library calls' torch functions alone; extern Python: what each "
+        "library call costs around them.",
         "",
-        "| model | call | guard (exprs) | glue | graph Python | C++ steps | extern op | extern Python "
+        "| model | call | guard (exprs) | glue | graph | C++ steps | extern op | extern Python "
         "(calls) | per extern call |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -379,7 +417,7 @@ def render(report: dict) -> str:
         lines.append(
             f"| {r['name']} | {r['torchsmith_us']:.0f} | {p['guard_us']:.0f} ({p['guard_exprs']}) "
             f"| {glue:.0f} "
-            f"| {p['graph_python_us']:.0f} | {p['kernel_steps_us']:.0f} | {p['extern_op_us']:.0f} "
+            f"| {p['graph_us']:.0f} | {p['kernel_steps_us']:.0f} | {p['extern_op_us']:.0f} "
             f"| {p['extern_python_us']:.0f} ({p['extern_calls']}) | {per:.1f} |"
         )
     before = report.get("before")
