@@ -47,6 +47,8 @@ LANE_VECTORS = 2
 # Reductions over several dims prefetch the next run of the innermost one when it is at most this long.
 PREFETCH_RUN = 2048
 PAGE = 4096
+# Rows this short reduce in 256-bit vectors even where 512-bit ones exist (`_short_row_simdlen`).
+SHORT_ROW = 256
 # argmax/argmin look for the best value's first position in blocks of this many elements.
 ARG_BLOCK = 64
 # Per-thread partial states live in fixed arrays of this many entries (threads beyond it are not used).
@@ -115,6 +117,14 @@ def _result(kind: str, acc: str, value_dtype: torch.dtype, dtype: torch.dtype) -
     return f"{acc}_i"
 
 
+def _short_row_simdlen(lo: str, hi: str, short: bool = False) -> str:
+    """` simdlen(8)` for a row of at most SHORT_ROW elements (`short`: known to be): there the
+    horizontal reduction of one wide vector costs more than the loop saves with it (argmax over 64
+    channels)."""
+    short = short or (lo.isdigit() and hi.isdigit() and int(hi) - int(lo) <= SHORT_ROW)
+    return " simdlen(8)" if short and build.native_vector_bytes() > 32 else ""
+
+
 class ReductionEmitter:
     """Writes one reduction (or a welford mean/M2 pair sharing its value) into `lines`."""
 
@@ -141,17 +151,19 @@ class ReductionEmitter:
             self.lines.append(f"{indent}{target} = {store_code(value, dtype)};")
         return value
 
-    def _simd_loop(self, indent: str, lo: str, hi: str, clause: str, update, lanes=None, flag=None) -> None:
+    def _simd_loop(
+        self, indent: str, lo: str, hi: str, clause: str, update, lanes=None, flag=None, short: bool = False
+    ) -> None:
         """A vectorized loop of the innermost reduction var over [lo, hi); `update(value)` -> stmt.
         What does not depend on the loop var is computed once, before the loop. `lanes` ({reduction
         variable: C++ type}): the variables are kept in explicit lanes (`_lane_loop`, which takes
-        `flag`)."""
+        `flag`). `short`: the loop runs at most SHORT_ROW times."""
         if lanes:
             self._lane_loop(indent, lo, hi, clause, update, lanes, flag)
             return
         v = self.rvars[-1]
         start = len(self.lines)
-        self.lines.append(f"{indent}#pragma omp simd {clause}".rstrip())
+        self.lines.append(f"{indent}#pragma omp simd {clause}{_short_row_simdlen(lo, hi, short)}".rstrip())
         self.lines.append(f"{indent}for (int64_t {v} = {lo}; {v} < {hi}; ++{v}) {{")
         hoisted: list[str] = []
         self.lines.append(f"{indent}  {update(self._value(indent + '  ', hoisted, indent))}")
@@ -384,7 +396,8 @@ class ReductionEmitter:
         lines.append(f"{i3}const int64_t {p}_e = ts::imin({p}_b + {ARG_BLOCK}, {hi});")
         lines.append(f"{i3}int32_t {p}_hit = 0;")
         self._simd_loop(i3, f"{p}_b", f"{p}_e", f"reduction(|:{p}_hit)",
-                        lambda value: f"{p}_hit = {p}_hit | {found(value)};")  # fmt: skip
+                        lambda value: f"{p}_hit = {p}_hit | {found(value)};",
+                        short=ARG_BLOCK <= SHORT_ROW)  # fmt: skip
         lines.append(f"{i3}if ({p}_hit) {{")
         lines.append(f"{i4}for (int64_t {v} = {p}_b; {v} < {p}_e; ++{v}) {{")
         value = self._value(i4 + "  ")
