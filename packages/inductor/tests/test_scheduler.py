@@ -6,6 +6,7 @@ against the reference interpreter (eager PyTorch). Decision-only tests need no C
 
 import logging
 
+import pytest
 import torch
 
 from torchsmith.inductor import compile_graph, lower, to_prims
@@ -211,3 +212,33 @@ def test_a_graph_of_extern_calls_only_builds_nothing(monkeypatch):
     compiled = compile_graph(graph)
     assert kernel_count(compiled) == 0
     assert_matches_eager(compiled, graph, torch.randn(3, 4), torch.randn(4, 5))
+
+
+def test_embedding_lookups_inline_into_their_layer_norm_with_checks_before_the_row():
+    # Word, position and token-type rows summed, then layer-normed: the gathers pick one row per
+    # token (their indices do not change along the hidden dim), so they are read inside the norm's
+    # kernel, each index checked once per row; an id out of range still raises eager's error.
+    def body(b, ids, types, pos, words, positions, kinds, w, bias):
+        rows = b.op("aten.add.Tensor", b.op("aten.embedding.default", words, ids),
+                    b.op("aten.embedding.default", kinds, types))  # fmt: skip
+        rows = b.op("aten.add.Tensor", rows, b.op("aten.embedding.default", positions, pos))
+        return b.op("aten.native_layer_norm.default", rows, [16], w, bias, 1e-5)[0]
+
+    i64 = torch.int64
+    types_ = {"ids": ((2, 5), i64), "types": ((2, 5), i64), "pos": ((1, 5), i64),
+              "words": ((30, 16), F32), "positions": ((8, 16), F32), "kinds": ((2, 16), F32),
+              "w": ((16,), F32), "bias": ((16,), F32)}  # fmt: skip
+    graph = make_graph("embeddings", types_, body)
+    compiled = compile_graph(graph)
+    assert kernel_count(compiled) == 1
+    inner = compiled.source.split("#pragma omp simd", 1)[1].split("}", 1)[0]
+    assert "checked_index" not in inner, inner
+    g = torch.Generator().manual_seed(0)
+    inputs = [torch.randint(0, 30, (2, 5), generator=g), torch.randint(0, 2, (2, 5), generator=g),
+              torch.arange(5)[None], torch.randn(30, 16, generator=g), torch.randn(8, 16, generator=g),
+              torch.randn(2, 16, generator=g), torch.randn(16, generator=g),
+              torch.randn(16, generator=g)]  # fmt: skip
+    assert_matches_eager(compiled, graph, *inputs, rtol=1e-5, atol=1e-5)
+    inputs[0][1, 3] = 30
+    with pytest.raises(IndexError):
+        compiled(*inputs)

@@ -110,6 +110,9 @@ class BodyWriter:
         self.pointer_of, self.lines, self.indent, self.counter = pointer_of, lines, indent, counter
         self.inner_var, self.hoisted, self.hoisted_indent = inner_var, hoisted, hoisted_indent
         self.names: dict[Expr, str] = {}
+        # Temporaries computed before the inner loop (hoisted): invariant like the loop's other
+        # hoisted values, so a load indexed by one (an embedding row picked by a hoisted id) is too.
+        self.hoisted_temps: set[str] = set()
 
     def _invariant(self, expr: Expr) -> bool:
         """Whether `expr` is the same in every iteration of the inner loop (so it can be hoisted)."""
@@ -117,13 +120,17 @@ class BodyWriter:
             return False
         if isinstance(expr, (Load, IndexValue)):
             index = expr.index if isinstance(expr, Load) else expr.expr
-            # Temporaries (`t<k>`, bound by indirect loads inside the loop) vary like the loop var.
+            # Temporaries (`t<k>`, bound by indirect loads inside the loop) vary like the loop var,
+            # unless they were hoisted.
             return not any(
-                s == self.inner_var or (s.name[:1] == "t" and s.name[1:].isdigit())
+                s == self.inner_var
+                or (s.name[:1] == "t" and s.name[1:].isdigit() and s.name not in self.hoisted_temps)
                 for s in sympy.sympify(index).free_symbols
             )
         if isinstance(expr, Op):
             return all(self._invariant(a) for a in expr.args)
+        if isinstance(expr, Indirect):  # a gathered value whose index and row do not change
+            return self._invariant(expr.value) and self._invariant(expr.body)
         return isinstance(expr, Constant)
 
     def _by_reciprocal(self, expr: Expr) -> bool:
@@ -181,6 +188,7 @@ class BodyWriter:
         statement = f"{cpp_type(expr.dtype)} {name} = {code};"
         if self._invariant(expr):
             self.hoisted.append(f"{self.hoisted_indent}{statement}")
+            self.hoisted_temps.add(name)
         else:
             self.lines.append(f"{self.indent}{statement}")
         self.names[expr] = name

@@ -84,6 +84,7 @@ def emit_indirect(writer, expr: Indirect) -> str:
     invariant = getattr(writer, "_invariant", None)
     if invariant is not None and getattr(writer, "hoisted", None) is not None and invariant(expr.value):
         writer.hoisted.append(f"{writer.hoisted_indent}{statement}")
+        writer.hoisted_temps.add(name)
     else:
         writer.lines.append(f"{writer.indent}{statement}")
     # A temporary per emission: two Indirects of one kernel never share a C++ name.

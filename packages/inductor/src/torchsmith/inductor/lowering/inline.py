@@ -32,6 +32,7 @@ from torchsmith.inductor.loop_ir.program import (
     Pointwise,
     index_vars,
     loads,
+    reduction_vars,
     substitute,
 )
 from torchsmith.inductor.loop_ir.simplify import simplify
@@ -110,6 +111,39 @@ def _flat_value(producer: ComputedBuffer, offset) -> Expr | None:
         return None
 
 
+def _gathers_along_innermost(value: Expr, consumer: ComputedBuffer) -> bool:
+    """Whether an indirect index in `value` (the producer's value as `consumer` reads it) depends on
+    the consumer's innermost loop variable. One that does not (an embedding row chosen per token and
+    read along the hidden dim) is computed once per row of that loop, like any invariant load."""
+    body = consumer.body
+    reduction_ranges = getattr(body, "reduction_ranges", ())
+    if reduction_ranges:
+        innermost = reduction_vars(len(reduction_ranges))[-1]
+    elif body.ranges:
+        innermost = index_vars(len(body.ranges))[-1]
+    else:
+        return False
+
+    def symbols(expr: Expr) -> set:
+        found = set()
+        if isinstance(expr, Load):
+            found |= sympy.sympify(expr.index).free_symbols
+        elif isinstance(expr, IndexValue):
+            found |= sympy.sympify(expr.expr).free_symbols
+        for part in getattr(expr, "args", ()) if isinstance(expr, Op) else ():
+            found |= symbols(part)
+        if isinstance(expr, Indirect):
+            found |= symbols(expr.value) | symbols(expr.body)
+        return found
+
+    def walk(expr: Expr) -> bool:
+        if isinstance(expr, Indirect):
+            return innermost in symbols(expr.value) or walk(expr.body)
+        return isinstance(expr, Op) and any(walk(a) for a in expr.args)
+
+    return walk(value)
+
+
 def _value_at(producer: ComputedBuffer, load: Load, ranges) -> Expr | None:
     """The producer's value where `load` reads it: by per-dim split, else by flat offset; None when
     neither keeps the indices affine."""
@@ -124,8 +158,7 @@ def _refusal(producer: ComputedBuffer, consumers, reads_elsewhere: list[str]) ->
     """Why `producer` must stay a buffer, or None when it can be inlined into all `consumers`."""
     if reads_elsewhere:
         return f"read by {', '.join(reads_elsewhere)}, which need it in memory"
-    if _has_indirect(producer.body.value):
-        return "it gathers through an indirect index, checked once per computed element"
+    gathers = _has_indirect(producer.body.value)
     layout = producer.layout
     ops = count_ops(producer.body.value)
     sites = 0
@@ -133,15 +166,24 @@ def _refusal(producer: ComputedBuffer, consumers, reads_elsewhere: list[str]) ->
         ranges = variable_ranges(consumer)
         for load in distinct_loads(consumer.body.value, producer.name):
             sites += 1
-            if _value_at(producer, load, ranges) is None:
+            value = _value_at(producer, load, ranges)
+            if value is None:
                 return (
                     f"{consumer.name} reads it at {format_dim(load.index)}, which does not split into "
                     f"per-dim affine indices of {list(map(format_dim, layout.shape))}"
                 )
+            if gathers and _gathers_along_innermost(value, consumer):
+                return (
+                    f"it gathers through an indirect index that changes along {consumer.name}'s innermost "
+                    "loop: inlined, the index would be loaded and checked once per element"
+                )
             used = sympy.sympify(load.index).free_symbols
             broadcast = [v for v, size in ranges.items() if size != 1 and v not in used]
             index_only = not loads(producer.body.value) and ops <= MAX_INDEX_ONLY_OPS
-            if broadcast and ops and not index_only:
+            # A gather of one row per index (an embedding lookup) is a load at a computed row:
+            # read per element it costs what reading it back from a buffer would.
+            lookup = gathers and ops <= 1
+            if broadcast and ops and not index_only and not lookup:
                 along = ", ".join(sorted(map(str, broadcast)))
                 return (
                     f"{consumer.name} reads it broadcast along {along}: inlined, its ops (cost {ops}) would "
