@@ -6,8 +6,7 @@ import enum
 import pytest
 import torch
 
-from torchsmith.capture.dispatch import bind
-from torchsmith.capture.guards import HOOK_TABLES, bind_shared_paths, bind_shared_reads, reroot_identities
+from torchsmith.capture.guards import bind_shared_paths, bind_shared_reads
 
 
 def test_submodule_paths_are_looked_up_once():
@@ -319,95 +318,3 @@ def test_an_enum_member_is_guarded_by_identity(compile_with, backend):
     model.mode = _Mode.SCALE
     torch.testing.assert_close(compiled(x), model(x))
     assert len(backend.graphs) == 3
-
-
-def test_every_hook_table_is_still_checked_where_one_call_reads_them_all(compile_with):
-    model = _mlp()
-    compiled = compile_with(model)
-    x = torch.randn(3, 4)
-    compiled(x)
-    (entry,) = [e for cache in compiled._session.caches.values() for e in cache.entries]
-    assert "not any(___hook_tables(" in entry.guard_set.source_text()
-    forward = type(model).forward
-    L, G = bind(forward, (model, x), {}), forward.__globals__
-
-    def hook(*args):
-        return None
-
-    assert entry.guard(L, G)
-    for module in (model[0], model[0][0], model[1]):  # each depth
-        for table in HOOK_TABLES:
-            getattr(module, table)[0] = hook
-            assert not entry.guard(L, G), (module, table)
-            assert entry.guard_set.first_failure(L, G) == f"not {_path_of(model, module)}.{table}"
-            del getattr(module, table)[0]
-            assert entry.guard(L, G)
-
-
-def _path_of(model, module) -> str:
-    for name, m in model.named_modules():
-        if m is module:
-            return "L['self']" + "".join(f"._modules[{k!r}]" for k in name.split("."))
-    raise AssertionError(module)
-
-
-def test_a_module_with_hooks_keeps_its_per_table_checks(compile_with, backend):
-    model = _mlp()
-    model[1].register_forward_hook(lambda m, i, o: o + 1)
-    compiled = compile_with(model)
-    x = torch.randn(3, 4)
-    torch.testing.assert_close(compiled(x), model(x))
-    model[1].register_forward_hook(lambda m, i, o: o * 2)  # a second hook on the same module
-    torch.testing.assert_close(compiled(x), model(x))
-    assert len(backend.graphs) == 2
-
-
-def test_paths_fixed_by_identity_read_through_the_object_once():
-    cfg, other = "L['self'].config", "L['self']._modules['layer'].config"
-    exprs = [f"{cfg} is K1", f"{cfg}.scale == 2", f"{other}.scale == 2", f"{other} is {cfg}",
-             f"{other}.scale == 2", f"{other}.bias is None", f"({other} or K3).size == 1",
-             "K2.__globals__['Action'] is K4", "K4.NONE is K5", "K2.__globals__['Action'].NONE is K5"]
-    assert reroot_identities(exprs) == [
-        f"{cfg} is K1", "K1.scale == 2",
-        f"{other}.scale == 2",  # read before the conjunct that fixes it: as it was
-        f"{other} is K1",  # both sides fixed: the other path is K1 too
-        # `{other}.scale == 2` is now `K1.scale == 2`, which ran: dropped
-        "K1.bias is None", "(K1 or K3).size == 1",
-        "K2.__globals__['Action'] is K4", "K4.NONE is K5",  # and the repeat through the path: dropped
-    ]
-
-
-class _Config:
-    def __init__(self, scale):
-        self.scale = scale
-
-
-class _Shared(torch.nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.config = config
-        self.inner = torch.nn.Module()
-        self.inner.config = config
-
-    def forward(self, x):
-        return x * self.config.scale + self.inner.config.scale
-
-
-def test_an_object_reached_through_two_paths_still_recompiles_on_each_change(compile_with, backend):
-    config = _Config(2.0)
-    model = _Shared(config)
-    compiled = compile_with(model)
-    x = torch.randn(3)
-    torch.testing.assert_close(compiled(x), model(x))
-    (entry,) = [e for cache in compiled._session.caches.values() for e in cache.entries]
-    source = entry.guard_set.source_text()
-    assert source.count(".scale") < sum(".scale" in e for e in entry.guard_set.exprs)  # read once
-    config.scale = 3.0  # the shared object's attribute
-    torch.testing.assert_close(compiled(x), model(x))
-    assert len(backend.graphs) == 2
-    model.inner.config = _Config(3.0)  # another object, equal attribute, at one of the paths
-    torch.testing.assert_close(compiled(x), model(x))
-    model.inner.config = _Config(5.0)  # another object with another value
-    torch.testing.assert_close(compiled(x), model(x))
-    model.inner.config = config
-    torch.testing.assert_close(compiled(x), model(x))

@@ -14,7 +14,6 @@ recompile log) by evaluating the expressions one by one, which only happens on a
 """
 
 import collections.abc
-import operator
 import re
 import types
 
@@ -77,11 +76,6 @@ def _plain_module(obj) -> bool:
     )
 
 
-# A module's hook tables, each guarded empty (or of its length) wherever capture inlines the module.
-HOOK_TABLES = ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks")
-# The compiled form of a guard expression that another expression's compiled form checks with it.
-_IN_GROUP = "<checked with the expression before it>"
-
 # Global torch state a trace depends on, each checked by one guard on every call: name in the
 # guard namespace -> the function reading it.
 GLOBAL_STATE = {
@@ -101,7 +95,6 @@ class Namespace:
             **GLOBAL_STATE,
             "___tensor_spec": tensor_spec,
             "___module_lacks": module_lacks,
-            "___hook_tables": operator.attrgetter(*HOOK_TABLES),
         }
         self._ids: dict[int, str] = {}
 
@@ -170,19 +163,9 @@ class GuardSet:
         """The module's forward (pre-)hook counts and whether its instance replaces `forward` must
         stay what they are now (adding or removing a hook, or patching forward, recompiles)."""
         # and the module has no backward hooks (capture does not inline a module that has some)
-        counts = [len(getattr(module, table)) for table in HOOK_TABLES]
-        exprs = [f"len({source}.{table}) == {count}" if count else f"not {source}.{table}"
-                 for table, count in zip(HOOK_TABLES, counts)]
-        if not any(counts) and not any(e in self._seen for e in exprs):
-            # The usual module has no hooks at all: the compiled guard reads the four tables in one
-            # call (`not any(...)` is true exactly when each `not table` is); the readable
-            # expressions stay one per table.
-            self.add(exprs[0], fast=f"not any(___hook_tables({source}))")
-            for expr in exprs[1:]:
-                self.add(expr, fast=_IN_GROUP)
-        else:
-            for expr in exprs:
-                self.add(expr)
+        for table in ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks"):
+            count = len(getattr(module, table))
+            self.add(f"len({source}.{table}) == {count}" if count else f"not {source}.{table}")
         self.add(f"('forward' in {source}.__dict__) is {'forward' in module.__dict__}")
 
     def _implied(self, expr: str) -> bool:
@@ -265,9 +248,7 @@ class GuardSet:
     def source_text(self, share_paths: bool = True) -> str:
         """The guard function's source; with `share_paths`, each submodule path is looked up once."""
         exprs = [self._fast.get(e, e) for e in self.exprs]
-        exprs = [e for e in exprs if e is not _IN_GROUP]
         if share_paths:
-            exprs = reroot_identities(exprs)
             exprs = bind_shared_reads(exprs, self.ns.values)
             exprs = bind_shared_paths(_reuse_tensor_locals(exprs, self._tensor_locals))
         body = " and\n                ".join(exprs) or "True"
@@ -451,55 +432,6 @@ def bind_shared_reads(exprs: list[str], values: dict) -> list[str]:
         return f"({local_of[call]} := {call})"
 
     return [_READ_CALL.sub(replace, e) if ok else e for e, ok in zip(exprs, eligible)]
-
-
-def reroot_identities(exprs: list[str]) -> list[str]:
-    """Rewrite the conjuncts so that a path read after a conjunct that fixed it by identity
-    (`path is K3`, `path is other_path`) reads the object it is fixed to instead, and drop the
-    conjuncts that then repeat an earlier one. Reaching one object through several paths (the enum
-    `Action` through the globals of each decorated forward, a config through each layer's
-    `.config`) then checks what lies below it once.
-
-    The conjuncts run left to right and the guard fails at the first false one, so a conjunct
-    after `path is K3` runs only where `path` read `K3` (reads made by a guard do not change what
-    they read, as `bind_shared_paths` also relies on); a dropped repeat ran earlier, on the same
-    objects. A conjunct that does not always run (`or`, a conditional) fixes nothing."""
-    same: dict[str, str] = {}  # path -> the path or constant it was found to be
-
-    def reroot_path(path: str) -> str:
-        for _ in range(len(same)):
-            root = len(_ROOT.match(path).group(0))
-            ends = [root + m.end() for m in _SEGMENT.finditer(path[root:])]
-            for end in reversed(ends):
-                target = same.get(path[:end])
-                if target is not None:
-                    path = target + path[end:]
-                    break
-            else:
-                break
-        return path
-
-    seen: set[str] = set()
-    out = []
-    for expr in exprs:
-        if same:
-            expr = _PATH.sub(lambda m: reroot_path(m.group(0)), expr)
-        if expr in seen or _SELF_IDENTITY.fullmatch(expr):
-            continue  # an object found to be itself: the conjuncts that fixed both sides ran
-        fixed = _IDENTITY.fullmatch(expr)
-        seen.add(expr)
-        out.append(expr)
-        if fixed:
-            same[fixed.group("path")] = fixed.group("target")
-    return out
-
-
-# `path is K3` or `path is other_path`: the path read that object (both sides are paths or constants)
-_IDENTITY = re.compile(
-    r"(?P<path>" + _PATH.pattern[2:] + r") is (?P<target>K\d+|" + _PATH.pattern[2:] + r")"
-)
-
-_SELF_IDENTITY = re.compile(r"(?P<side>K\d+|" + _PATH.pattern[2:] + r") is (?P=side)")
 
 
 def _prefixes(path: str) -> list[str]:
