@@ -288,7 +288,7 @@ def measure(name: str, rounds: int, warmup: int) -> dict:
         once = _per_call_us(lambda: model(**kwargs), 3, 1)
         calls = max(5, min(500, round(30_000 / once)))  # rounds of about 30 ms of eager time
         samples = interleaved_times({k: (lambda f=f: f(**kwargs)) for k, f in fns.items()}, rounds, calls,
-                                    clock=CLOCK)
+                                    clock=CLOCK, rotate=True)
         row = {k: statistics.median(v) * 1e6 for k, v in samples.items()}
         row["best"] = {k: min(v) * 1e6 for k, v in samples.items()}
         parts = breakdown(ts, kwargs, calls, max(3, rounds // 2))
@@ -374,7 +374,8 @@ def render(report: dict) -> str:
         "(last run; each row has its own date in percall_cpu.json).",
         f"The zoo's configurations (2 layers, hidden 64) at batch {BATCH}, sequence {SEQ}, under "
         f"torch.no_grad(); median of {s['rounds']} rounds of about 30 ms of eager time, the three "
-        f"systems taking turns each round, after {s['warmup']} warm-up calls each; "
+        f"systems taking turns each round (each round starting with the next one), "
+        f"after {s['warmup']} warm-up calls each; "
         + ("times are this thread's CPU time (other jobs' slices of the shared cores left out). "
            if s.get("clock") == "thread" else "times are wall time. ")
         +

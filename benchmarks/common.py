@@ -84,13 +84,19 @@ def interleaved_times(
     calls: int,
     sync: Callable[[], None] = lambda: None,
     clock: Callable[[], float] = time.perf_counter,
+    rotate: bool = False,
 ) -> dict[str, list[float]]:
     """Seconds per call of each function, one sample per round; within a round every function runs
     `calls` times in turn, so a slow spell of a shared machine hits all of them alike. `clock`:
-    wall time by default; `time.thread_time` leaves out what other jobs take of a shared core."""
+    wall time by default; `time.thread_time` leaves out what other jobs take of a shared core.
+    `rotate`: each round starts one function later, so no function always runs right after the same
+    one (for calls of a few hundred microseconds, what ran just before decides what is still in the
+    CPU's caches)."""
     samples: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
+    order = list(fns.items())
+    for round_index in range(rounds):
+        shift = round_index % len(order) if rotate else 0
+        for name, fn in order[shift:] + order[:shift]:
             sync()
             start = clock()
             for _ in range(calls):
