@@ -145,3 +145,31 @@ def test_a_kernel_buffer_read_through_one_reshaping_view_is_made_in_that_layout(
     compiled = compile_graph(graph)
     for _ in range(2):
         assert_matches_eager(compiled, graph, x, w, v, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_with_constant_parameters_runs_planned(monkeypatch, causal):
+    def body(b, q, k, v, mask):
+        heads = [b.op("aten.permute.default", b.op("aten.view.default", t, [2, 6, 3, 4]), [0, 2, 1, 3])
+                 for t in (q, k, v)]  # fmt: skip
+        attn = b.op("aten.scaled_dot_product_attention.default", *heads, None if causal else mask, 0.0,
+                    causal, scale=0.3)
+        return (b.op("aten.relu.default", attn),)
+
+    types = {"q": ((2, 6, 12), F32), "k": ((2, 6, 12), F32), "v": ((2, 6, 12), F32), "mask": ((6, 6), F32)}
+    graph = make_graph("attention", types, body)
+    compiled = compile_graph(graph)
+    _refuse_general_path(monkeypatch)
+    inputs = [torch.randn(*shape, dtype=dtype) for shape, dtype in types.values()]
+    for _ in range(2):
+        assert_matches_eager(compiled, graph, *inputs, rtol=1e-5, atol=1e-5)
+
+
+def test_a_result_that_is_not_fresh_is_copied_unless_the_kernel_never_aliases():
+    from torchsmith.inductor.runtime.extern_plan import _fresh_in_layout
+
+    x = torch.randn(4, 3)
+    assert not _fresh_in_layout(x, [x], (4, 3), (3, 1), F32)  # the argument itself: copied
+    assert _fresh_in_layout(x.clone(), [x], (4, 3), (3, 1), F32)
+    assert _fresh_in_layout(x, [x], (4, 3), (3, 1), F32, may_alias=False)
+    assert not _fresh_in_layout(x.t(), [x], (3, 4), (4, 1), F32, may_alias=False)  # strides differ

@@ -34,6 +34,10 @@ from torchsmith.ir.symbolic import evaluate
 # an argument; only its strides may differ from the layout (where a size is 1, or a library choice).
 MATMULS = {"prims.mm": torch.mm, "prims.bmm": torch.bmm, "extern.addmm": torch.addmm}
 
+# Kernels whose result is always a new tensor, never a view of an argument: their planned step
+# checks the result's dtype, shape and strides but not whether it shares an argument's storage.
+FRESH_RESULT_KERNELS = frozenset({"prims.scaled_dot_product_attention"})
+
 
 def static_ints(dims) -> tuple[int, ...]:
     """Sizes or strides of a graph without size symbols, as ints."""
@@ -98,6 +102,24 @@ def argument_builder(param):
     return lambda args: value
 
 
+def _flat_params(params) -> list[tuple[bool, object]] | None:
+    """`(True, k)` for a parameter that is argument k, `(False, value)` for a constant, where every
+    parameter is one or the other and no constant is a list the op could change (those get a fresh
+    copy per call from `argument_builder`); None otherwise."""
+    flat = []
+    for param in params:
+        if isinstance(param, TensorArg):
+            flat.append((True, param.k))
+            continue
+        if isinstance(param, tuple) and _holds_tensor(param):
+            return None
+        value = thaw(param, {})
+        if isinstance(value, (list, dict, set)):
+            return None
+        flat.append((False, value))
+    return flat
+
+
 def _holds_tensor(param) -> bool:
     return isinstance(param, TensorArg) or (isinstance(param, tuple) and any(map(_holds_tensor, param)))
 
@@ -129,6 +151,8 @@ def static_extern_step(
     params = [argument_builder(p) for p in call.params]
     kwargs = [(key, argument_builder(v)) for key, v in call.kwargs]
     plain = not (call.params or call.kwargs)
+    flat = None if call.kwargs else _flat_params(call.params)
+    may_alias = call.kernel not in FRESH_RESULT_KERNELS
     layout = call.layout
     shape, strides, dtype = static_ints(layout.shape), static_ints(layout.strides), layout.dtype
     no_bindings: dict = {}
@@ -137,11 +161,13 @@ def static_extern_step(
         args = [values[s] if r is None else r(values) for r, s in zip(readers, slots)]
         if plain:
             result = fn(*args)
+        elif flat is not None:
+            result = fn(*[args[v] if is_tensor else v for is_tensor, v in flat])
         else:
             result = fn(*[p(args) for p in params], **{key: v(args) for key, v in kwargs})
         if type(result) is not torch.Tensor:
             result = own_output(call, result, scratch)
-        if not _fresh_in_layout(result, args, shape, strides, dtype):
+        if not _fresh_in_layout(result, args, shape, strides, dtype, may_alias):
             result = in_layout(call, result, no_bindings, args)  # copies it, or says what is wrong
         values[out] = result
         for s in drop:
@@ -169,13 +195,13 @@ def matmul_plan(call: ExternCall, slot_of: dict[str, int], layouts: dict, drop: 
     return MatmulStep(fn, args, out, shape, strides, dtype, in_matmul_layout, tuple(drop))
 
 
-def _fresh_in_layout(result, args, shape, strides, dtype) -> bool:
+def _fresh_in_layout(result, args, shape, strides, dtype, may_alias: bool = True) -> bool:
     """Whether `result` may stand as the call's buffer as it is: a tensor of the planned dtype,
     shape and strides (up to sizes of 1) that shares no storage with an argument (`in_layout` asks
-    the same, with sizes evaluated per call)."""
+    the same, with sizes evaluated per call; `may_alias` False: the kernel never returns a view)."""
     if not isinstance(result, torch.Tensor) or result.dtype != dtype or result.shape != shape:
         return False
-    if result.numel():
+    if may_alias and result.numel():
         storage = result.untyped_storage().data_ptr()
         for a in args:
             if a.numel() and a.untyped_storage().data_ptr() == storage:
