@@ -71,7 +71,9 @@ def test_conv_chain_values_and_strides_match_eager(variant):
     (got,), (expected,) = compiled(*inputs), interpret(graph, *inputs)
     assert got.stride() == expected.stride()
     buffers = compiled.program.buffers
-    convs = [b for b in buffers if isinstance(b, ExternCall) and b.kernel == "prims.convolution"]
+    # (a ReLU after a convolution runs as its post-op: lowering/library.py fuse_convolution_relu)
+    kernels = ("prims.convolution", "extern.convolution_relu")
+    convs = [b for b in buffers if isinstance(b, ExternCall) and b.kernel in kernels]
     assert len(convs) == 2
     for call in convs:  # the convolutions run on channels-last tensors, their results stay so
         assert call.layout.strides == channels_last_strides(call.layout.shape)
@@ -81,8 +83,16 @@ def test_conv_chain_values_and_strides_match_eager(variant):
 
 
 def test_epilogue_between_convolutions_is_stored_in_nhwc_order():
-    graph, types = _chain_graph(*VARIANTS["3x3_pad1"])
+    def body(g, x, w1, w2):
+        params = ([1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+        c = g.op("aten.convolution.default", x, w1, None, *params)
+        c = g.op("aten.sigmoid.default", c)  # an epilogue no convolution takes in as its post-op
+        return g.op("aten.convolution.default", c, w2, None, *params)
+
+    types = {"x": ((2, 3, 10, 11), F32), "w1": ((8, 3, 3, 3), F32), "w2": ((8, 8, 3, 3), F32)}
+    graph = make_graph("sigmoid_between", types, body)
     compiled = compile_graph(graph)
+    assert_matches_eager(compiled, graph, *_inputs(types), rtol=1e-4, atol=1e-4)
     buffers = compiled.program.buffers
     epilogue = next(b for b in buffers if isinstance(b, ComputedBuffer) and b.layout.shape == (2, 10, 11, 8))
     # Loops in memory order (C innermost, contiguous): what the next convolution reads as NHWC.

@@ -24,6 +24,7 @@ from torchsmith.inductor.fusion.scheduler import FusionDecision, Schedule, log_d
 from torchsmith.inductor.loop_ir.program import LoopProgram
 from torchsmith.inductor.loop_ir.verify import register_loop_ir_kind, verify_step
 from torchsmith.inductor.lowering.channels_last import ChannelsLastPlan, plan_channels_last
+from torchsmith.inductor.lowering.conv_fold import fold_conv_affine
 from torchsmith.inductor.lowering.copies import elide_identity_copies
 from torchsmith.inductor.lowering.decompose import to_prims
 from torchsmith.inductor.lowering.inline import inline_pointwise
@@ -108,6 +109,11 @@ def _unless_cached(fn):
 
 
 @_unless_cached
+def _fold_convolutions(state: CpuState) -> CpuState:
+    return replace(state, graph=fold_conv_affine(state.graph))
+
+
+@_unless_cached
 def _choose_layouts(state: CpuState) -> CpuState:
     return replace(state, layout=plan_channels_last(state.graph)) if state.use_layout else state
 
@@ -168,6 +174,7 @@ CPU_PIPELINE = Pipeline(
     (
         Step("decompose", _decompose, "prims graph (aten ops decomposed; prims graphs pass through)"),
         Step("cache lookup", _cache_lookup, "the C++ program of this graph compiled before, if any"),
+        Step("fold convolutions", _fold_convolutions, "eval BatchNorm (affine epilogues) in conv weights"),
         Step("choose layouts", _choose_layouts, "channels-last plan around 2-D convolutions"),
         Step("lower", _lower, "loop IR, one buffer per node (bias + mm as one addmm extern call)"),
         Step("inline", _inline, "loop IR with cheap pointwise producers inlined into consumers"),

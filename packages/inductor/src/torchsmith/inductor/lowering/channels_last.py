@@ -236,4 +236,5 @@ def lower_convolution_channels_last(ctx, node: Node) -> ViewRef:
     ctx.buffers.append(
         ExternCall(name, Layout(t.shape, strides, t.dtype), node.op, tuple(views), ctx.origin, params, kwargs)
     )
+    ctx.convolutions[node.outputs[0].name] = name
     return strided_ref(name, t.shape, strides, t.dtype)

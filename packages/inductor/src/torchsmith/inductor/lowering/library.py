@@ -97,6 +97,32 @@ def fuse_bias_add(ctx: LoweringContext, node: Node) -> ViewRef | None:
     return None
 
 
+def fuse_convolution_relu(ctx: LoweringContext, node: Node) -> ViewRef | None:
+    """`prims.maximum(y, 0)` (a ReLU) of a float32 channels-last 2-D convolution result `y` read
+    nowhere else: the convolution call becomes `extern.convolution_relu` (runtime/conv_relu.py:
+    oneDNN's ReLU post-op where the operands are finite), its result the ReLU's, and no ReLU kernel
+    reads and writes the image again. None when `node` is not such a ReLU or this torch has no
+    oneDNN convolution."""
+    from torchsmith.inductor.runtime.conv_relu import available
+
+    value, zero = node.args
+    if not isinstance(value, Value) or isinstance(zero, Value) or isinstance(zero, bool) or zero != 0:
+        return None
+    buffer = ctx.convolutions.get(value.name)
+    if buffer is None or ctx.use_count.get(value.name) != 1 or value.type.dtype != torch.float32:
+        return None
+    if node.outputs[0].name in ctx.layout.nhwc_loops:
+        # A graph output is copied into eager's NCHW layout anyway: the ReLU runs in that copy.
+        return None
+    position = next(k for k, b in enumerate(ctx.buffers) if b.name == buffer)
+    call = ctx.buffers[position]
+    if call.params[6] or len(call.layout.shape) != 4 or not available():  # transposed
+        return None
+    ctx.buffers[position] = dataclasses.replace(call, kernel="extern.convolution_relu",
+                                                origin=f"{call.origin}; {ctx.origin}")
+    return ctx.ref(value)
+
+
 @register_lowering("aten.addmm.default")
 def _lower_addmm(ctx: LoweringContext, node: Node) -> ViewRef:
     """`bias + a @ b` as one library call (triton/bias_matmul.py puts half-precision linear layers

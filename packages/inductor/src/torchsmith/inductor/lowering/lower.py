@@ -86,6 +86,9 @@ class LoweringContext:
     matmuls: dict[str, str] = field(default_factory=dict)
     # The values to store channels-last (channels_last.plan_channels_last), or None.
     layout: object = None
+    # value name -> buffer of each channels-last convolution result, so a ReLU of it can become the
+    # convolution's post-op (lowering/library.py: fuse_convolution_relu).
+    convolutions: dict[str, str] = field(default_factory=dict)
     # Whether scatters and index_put at data-chosen positions become `Scatter` loops (the C++
     # code generator has them; others keep torch's kernels as extern calls).
     scatter_loops: bool = False

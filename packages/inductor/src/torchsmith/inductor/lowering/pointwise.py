@@ -32,6 +32,12 @@ def _lower_elementwise(ctx: LoweringContext, node: Node) -> ViewRef:
         fused = fuse_bias_add(ctx, node)
         if fused is not None:
             return fused
+    if op == "maximum":
+        from torchsmith.inductor.lowering.library import fuse_convolution_relu
+
+        fused = fuse_convolution_relu(ctx, node)
+        if fused is not None:
+            return fused
 
     def value(idx):
         args = node.args

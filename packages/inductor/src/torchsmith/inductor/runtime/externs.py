@@ -14,6 +14,7 @@ from torchsmith.inductor.errors import RuntimeCallError
 from torchsmith.inductor.loop_ir.program import ExternCall, TensorArg, TensorView
 from torchsmith.inductor.runtime import extern_pool
 from torchsmith.inductor.runtime.aligned_matmul import aligned_addmm, aligned_mm
+from torchsmith.inductor.runtime.conv_relu import convolution_relu
 from torchsmith.ir.graph import ArgList
 from torchsmith.ir.interpreter import thaw
 from torchsmith.ir.registry import lookup_op
@@ -68,6 +69,8 @@ EXTERN_KERNELS = {
     "extern.addmm": torch.addmm,  # (bias, a, b): an mm with its bias add (lowerings_library.fuse_bias_add)
     "extern.aligned_mm": aligned_mm,  # a half-precision mm with unaligned columns (lowering/library.py)
     "extern.aligned_addmm": aligned_addmm,  # the same with a bias (lowering/library.py)
+    # aten.convolution's arguments, the ReLU after it as oneDNN's post-op (lowering/library.py)
+    "extern.convolution_relu": convolution_relu,
     "extern.empty": _empty,
     "extern.tensor": _tensor,
     _EFFICIENT_ATTENTION: _efficient_attention,
