@@ -111,6 +111,8 @@ def fuse_convolution_relu(ctx: LoweringContext, node: Node) -> ViewRef | None:
     buffer = ctx.convolutions.get(value.name)
     if buffer is None or ctx.use_count.get(value.name) != 1 or value.type.dtype != torch.float32:
         return None
+    if torch.device(value.type.device).type != "cpu":
+        return None
     if node.outputs[0].name in ctx.layout.nhwc_loops:
         # A graph output is copied into eager's NCHW layout anyway: the ReLU runs in that copy.
         return None
