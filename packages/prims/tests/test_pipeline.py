@@ -38,10 +38,12 @@ def _attention_graph():
 def test_the_pipeline_lists_its_steps():
     assert str(prims_pipeline(fuse=True)) == (
         "prims pipeline:\n"
-        "  decompose       -> prims graph: aten ops as prims, kept ops whole\n"
-        "  fuse_attention  -> prims graph, softmax attention as one op"
+        "  decompose              -> prims graph: aten ops as prims, kept ops whole\n"
+        "  fuse_attention         -> prims graph, softmax attention as one op\n"
+        "  common_subexpressions  -> prims graph, each pure value computed once\n"
+        "  attention_forms        -> prims graph, causal masks and grouped heads in attention"
     )
-    assert prims_pipeline().names() == ["decompose"]
+    assert prims_pipeline().names() == ["decompose", "common_subexpressions", "attention_forms"]
 
 
 def test_decompose_is_the_pipeline_s_first_step_and_is_timed_once():

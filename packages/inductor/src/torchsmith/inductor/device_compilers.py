@@ -253,11 +253,11 @@ def to_prims_keep(graph: Graph) -> Graph:
     text = compile_cache.lookup(key)
     if text is not None:
         return loads(text).replace(stamps=graph.stamps)
-    import torchsmith.prims
-    from torchsmith.prims.fuse_attention import fuse_attention
+    from torchsmith.prims import prims_pipeline
 
-    # Softmax attention written out as matmuls runs as the attention library kernel (see fuse_attention).
-    prims = keep_output_strides(graph, fuse_attention(torchsmith.prims.decompose(graph, on_missing="keep")))
+    # Softmax attention written out as matmuls runs as the attention library kernel (see
+    # fuse_attention); values the per-node decompositions repeat are computed once.
+    prims = keep_output_strides(graph, prims_pipeline(on_missing="keep", fuse=True).run(graph))
     compile_cache.store(key, compile_cache.graph_text(prims))
     return prims
 

@@ -168,8 +168,16 @@ def _sdpa_rule(query, key, value, attn_mask, is_causal, scale):
     check_dtype_class(name, tq.dtype, "float")
     if not tq.rank == tk.rank == tv.rank or tq.rank < 2:
         raise PrimTypeError(f"{name}: query, key and value must have one rank >= 2")
+    # Grouped-query attention: key and value may have fewer heads (dim -3) than the query, each
+    # read by `query heads / key heads` consecutive query heads (torch's enable_gqa).
+    q_outer, k_outer = tq.shape[:-2], tk.shape[:-2]
+    if tq.rank >= 3 and not same_dim(q_outer[-1], k_outer[-1]):
+        if not _divides(k_outer[-1], q_outer[-1]):
+            raise PrimTypeError(f"{name}: the query's {q_outer[-1]} heads are no multiple of the key's "
+                                f"{k_outer[-1]}")
+        q_outer, k_outer = q_outer[:-1], k_outer[:-1]
     if not all(
-        same_dim(a, b) for a, b in zip(tq.shape[:-2] + tq.shape[-1:], tk.shape[:-2] + tk.shape[-1:])
+        same_dim(a, b) for a, b in zip(q_outer + tq.shape[-1:], k_outer + tk.shape[-1:])
     ) or not all(same_dim(a, b) for a, b in zip(tk.shape[:-1], tv.shape[:-1])):
         raise PrimTypeError(f"{name}: query (..., L, E), key (..., S, E) and value (..., S, Ev) do not fit")
     if attn_mask is not None:
@@ -184,15 +192,26 @@ def _sdpa_rule(query, key, value, attn_mask, is_causal, scale):
     return result(tq.shape[:-1] + tv.shape[-1:], tq.dtype, tq.device)
 
 
+def _divides(part, whole) -> bool:
+    """Whether the dim `part` divides `whole` (symbolic dims only when they are the same)."""
+    if isinstance(part, int) and isinstance(whole, int):
+        return part > 0 and whole % part == 0
+    return same_dim(part, whole)
+
+
 def _torch_sdpa(query, key, value, attn_mask, is_causal, scale):
+    grouped = query.dim() >= 3 and query.shape[-3] != key.shape[-3]
     return torch.nn.functional.scaled_dot_product_attention(
-        query, key, value, attn_mask=attn_mask, is_causal=is_causal, scale=scale
+        query, key, value, attn_mask=attn_mask, is_causal=is_causal, scale=scale, enable_gqa=grouped
     )
 
 
 def _numpy_sdpa(query, key, value, attn_mask, is_causal, scale):
     dtype = query.dtype
     q, k, v = _work(query), _work(key), _work(value)
+    if q.ndim >= 3 and q.shape[-3] != k.shape[-3]:  # grouped-query: each key head serves a group
+        group = q.shape[-3] // k.shape[-3]
+        k, v = np.repeat(k, group, axis=-3), np.repeat(v, group, axis=-3)
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = (q @ np.swapaxes(k, -1, -2)) * scale
     if is_causal:
@@ -213,5 +232,7 @@ define_prim(
     torch_impl=_torch_sdpa,
     numpy_impl=_numpy_sdpa,
     doc="softmax(query @ key^T * scale + mask) @ value (scale defaults to 1/sqrt(E); is_causal masks "
-    "the upper triangle, top-left aligned). No dropout: decompositions draw it with philox_rand.",
+    "the upper triangle, top-left aligned). Key and value may have fewer heads (dim -3) than the query: "
+    "grouped-query attention, query head h reading key head h // (query heads / key heads). No dropout: "
+    "decompositions draw it with philox_rand.",
 )

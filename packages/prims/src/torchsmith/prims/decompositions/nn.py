@@ -47,12 +47,12 @@ def convolution(e, x, weight, bias, stride, padding, dilation, transposed, outpu
     return e.convolution(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
 
 
-@register_decomposition("aten.scaled_dot_product_attention.default", declines="dropout_p > 0 or enable_gqa")
+@register_decomposition("aten.scaled_dot_product_attention.default", declines="dropout_p > 0")
 def sdpa(
     e, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False
 ):
-    if dropout_p != 0.0 or enable_gqa:
-        return KEEP  # dropout needs the graph's RNG state; grouped-query attention is not a prim yet
+    if dropout_p != 0.0:
+        return KEEP  # dropout needs the graph's RNG state
     if attn_mask is not None:
         attn_mask = _additive_mask(e, attn_mask, e.type(query))
         shape = list(e.type(query).shape[:-1]) + [e.type(key).shape[-2]]
