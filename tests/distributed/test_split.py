@@ -14,7 +14,7 @@ from torchsmith.ir import compile_to_python
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
-from models import MLP  # noqa: E402
+from models import MLP, GeluMLP  # noqa: E402
 
 
 def captured_graph(fn, *args):
@@ -46,6 +46,44 @@ def test_pieces_compute_the_whole_graph_with_its_gradients():
     torch.testing.assert_close(out, expected)
     for a, b in zip(got, (p.grad for p in model.parameters())):
         torch.testing.assert_close(a, b)
+
+
+def saved_activation_bytes(graph, inputs) -> int:
+    """Bytes of the values `graph`'s training lowering (decomposed to prims, as the inductor backend
+    lowers it) saves for its backward, beside its own inputs."""
+    from torchsmith.autograd_aot.partition import nbytes
+    from torchsmith.autograd_aot.pipeline import lower
+    from torchsmith.inductor.device_compilers import to_prims_keep
+
+    lowered = lower(graph, inputs, training=True, decompose=to_prims_keep, emit_events=False)
+    outputs = lowered.forward.outputs
+    inputs_of = {v.name for v in lowered.forward.inputs}
+    return sum(nbytes(v) for v in outputs[len(outputs) - lowered.num_saved:] if v.name not in inputs_of)
+
+
+def test_pieces_save_no_more_than_the_whole_graph():
+    # Cut at every GELU block, the pieces keep one activation per block (their linear's output or
+    # the GELU's derivative, the same bytes), and the whole graph keeps as much, plus at most the
+    # values at the cuts (the blocks' outputs, which the pieces get as inputs).
+    from torchsmith.ir import compile_to_python
+
+    torch.manual_seed(0)
+    model = GeluMLP(width=16, depth=3)
+    graph, inputs = captured_graph(model, torch.randn(4, 16))
+    whole_bytes = saved_activation_bytes(graph, inputs)
+    cuts = [i for i, n in enumerate(graph.nodes) if n.op.endswith("linear")][1:]
+    env = dict(zip((v.name for v in graph.inputs), inputs))
+    graph_inputs = {v.name for v in graph.inputs}
+    piece_bytes = boundary_bytes = 0
+    for piece in split_graph(graph, cuts):
+        args = [env[name] for name in piece.reads]
+        piece_bytes += saved_activation_bytes(piece.graph, args)
+        boundary_bytes += sum(x.numel() * x.element_size() for name, x in zip(piece.reads, args)
+                              if name not in graph_inputs)
+        env.update(zip(piece.writes, compile_to_python(piece.graph)(*args)))
+    block_bytes = 4 * 16 * 4  # one [4, 16] float32 activation
+    assert piece_bytes == 3 * block_bytes, piece_bytes
+    assert piece_bytes <= whole_bytes <= piece_bytes + boundary_bytes, (piece_bytes, whole_bytes)
 
 
 def test_no_cut_between_a_value_and_an_in_place_write_to_it():
