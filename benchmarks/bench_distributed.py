@@ -7,15 +7,15 @@ Two processes (gloo, `torch.multiprocessing` spawn, one torch thread each) build
 of a model: DDP and FSDP2 (each block `fully_shard`ed, then the root), each eager, under
 `torch.compile` (DDPOptimizer for DDP; blocks sharded then the model compiled for FSDP) and under
 `torchsmith.compile` (inductor; for DDP also with `ddp.split_at_buckets` off). The first step of
-each is timed alone (compile + run), and a second one runs untimed (DDP rebuilds its buckets after the
-first backward, and torchsmith plans its cut again from them); then the configurations take turns,
-`--steps` SGD steps each
-per round, and a configuration's step time is the median over rounds of rank 0's time per step
-(ranks meet at a barrier before every round). Beside it, rank 0's CPU time per step: what its main
-thread computed (forward, backward, optimizer, FSDP's copies); the rest of a step is waiting on
-collectives, which gloo's threads run. DDP's buckets are capped at `--bucket-mb` so these
-small models span several buckets, as large ones do at DDP's default 25 MB. Each rank runs on a CPU
-of its own (`--no-pin` lets them share).
+each is timed alone (compile + run), and a second one runs untimed (DDP rebuilds its buckets after
+the first backward, and torchsmith plans its cut again from them); then the configurations take
+turns, `--steps` SGD steps each per round, each round starting with the next configuration so that
+none always runs right after another, and a configuration's step time is the median over rounds of
+rank 0's time per step (ranks meet at a barrier before every round). Beside it, rank 0's CPU time
+per step: what its main thread computed (forward, backward, optimizer, FSDP's copies); the rest of a
+step is waiting on collectives, which gloo's threads run. DDP's buckets are capped at `--bucket-mb`
+so these small models span several buckets, as large ones do at DDP's default 25 MB. Each rank runs
+on a CPU of its own (`--no-pin` lets them share).
 """
 
 from __future__ import annotations
@@ -150,8 +150,10 @@ def worker(rank: int, init_file: str, out: str, name: str, quick: bool, steps: i
             errors[kind] = short_error(e)
     times: dict[str, list[float]] = {kind: [] for kind in configs}
     cpu_times: dict[str, list[float]] = {kind: [] for kind in configs}
-    for _ in range(rounds):
-        for kind, (run, params, x, optimizer) in configs.items():
+    order = list(configs)
+    for r in range(rounds):
+        for kind in order[r % len(order):] + order[:r % len(order)]:
+            run, params, x, optimizer = configs[kind]
             dist.barrier()
             start, cpu_start = time.perf_counter(), time.thread_time()
             for _ in range(steps):
