@@ -243,3 +243,57 @@ def test_static_graph_calls_after_the_first_run_precomputed_steps(monkeypatch):
     other = [x.clone() for x in inputs]
     assert_matches_eager(compiled, graph, *other, rtol=1e-4, atol=1e-4)
     assert compiled(*other)[1].stride() == (1, 12)
+
+
+def test_static_graph_runs_as_one_generated_function_after_its_first_static_call():
+    """From the third call a static graph runs its steps as one generated function (kernel
+    launches and matmuls written out, a transposed weight's view made once per storage), with the
+    same results: after the weight's storage is swapped, and with a profiler's hook on launches
+    (then the closures run, so Triton sees each launch)."""
+    from triton import knobs
+
+    def body(b, x, w, image, kernel):
+        product = b.op("aten.mm.default", x, b.op("aten.t.default", w))
+        conv = b.op(
+            "aten.convolution.default", image, kernel, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1
+        )
+        relu = b.op("aten.relu.default", product)
+        return relu, b.op("aten.t.default", product), b.op("aten.relu.default", conv)
+
+    types = {"x": t(16, 8), "w": t(12, 8), "image": t(2, 3, 8, 8), "kernel": t(4, 3, 3, 3)}
+    graph = make_graph("straight", types, body)
+    compiled = compile_graph_triton(graph)
+    weight = torch.nn.Parameter(randn(12, 8), requires_grad=False)
+    inputs = [randn(16, 8), weight, randn(2, 3, 8, 8), randn(4, 3, 3, 3)]
+    for _ in range(2):
+        assert_matches_eager(compiled, graph, *inputs, rtol=1e-4, atol=1e-4)
+    straight = compiled._straight
+    assert straight is not None and "as_strided" not in straight.source  # the weight's view is kept
+    calls = []
+    compiled._straight = lambda inputs: calls.append(1) or straight(inputs)
+    assert_matches_eager(compiled, graph, *inputs, rtol=1e-4, atol=1e-4)
+    weight.data = randn(12, 8)  # same object, new storage: the kept view must not be read
+    assert_matches_eager(compiled, graph, *inputs, rtol=1e-4, atol=1e-4)
+    assert compiled(*inputs)[1].stride() == (1, 12)
+    assert len(calls) == 3
+    seen = []
+    previous = knobs.runtime.launch_enter_hook
+    knobs.runtime.launch_enter_hook = lambda metadata: seen.append(metadata)
+    try:
+        assert straight(inputs) is None
+        assert_matches_eager(compiled, graph, *inputs, rtol=1e-4, atol=1e-4)
+    finally:
+        knobs.runtime.launch_enter_hook = previous
+
+
+def test_a_straight_line_form_that_computes_other_values_is_not_used(monkeypatch, caplog):
+    graph = gelu_graph(64)
+    compiled = compile_graph_triton(graph)
+    x = randn(64)
+    wrong = lambda inputs: [torch.zeros(64, device=DEVICE)]  # noqa: E731
+    monkeypatch.setattr(type(compiled), "_straight_line", lambda self: wrong)
+    with caplog.at_level(logging.WARNING, logger="torchsmith.inductor.triton_runtime"):
+        for _ in range(3):
+            assert_matches_eager(compiled, graph, x, rtol=1e-4, atol=1e-4)
+    assert compiled._straight is False
+    assert "computed other values" in caplog.text

@@ -7,6 +7,7 @@ CPU tensors run only under `TRITON_INTERPRET=1` (the interpreter), which is how 
 """
 
 import heapq
+import logging
 
 import sympy
 import torch
@@ -15,9 +16,11 @@ from torchsmith.inductor.errors import LoweringError, RuntimeCallError
 from torchsmith.inductor.loop_ir.in_place import in_place_updates
 from torchsmith.inductor.loop_ir.program import ComputedBuffer, ExternCall, LoopProgram, loads
 from torchsmith.inductor.runtime.externs import run_extern, tensor_of
-from torchsmith.inductor.runtime.triton_steps import static_steps
+from torchsmith.inductor.runtime.triton_steps import matmul_functions, static_steps
 from torchsmith.ir.symbolic import evaluate
 from torchsmith.ir.types import TensorType
+
+log = logging.getLogger("torchsmith.inductor.triton_runtime")
 
 
 def ordered_steps(program: LoopProgram, groups) -> list:
@@ -109,6 +112,10 @@ class TritonCompiledGraph:
         # Static graphs check inputs against precomputed signatures: a call is mostly launches.
         self._signatures = None
         self._static = None
+        # A static graph's steps as one generated function (triton_straight), made after the
+        # first call through the closures (when each kernel's binary is bound); None before.
+        self._straight = None
+        self._in_place: dict = {}
         # The device index inputs must be on (-1: the CPU); a graph traced on `cuda` means the
         # device current at compile time.
         self._device_index = -1 if device.type == "cpu" else device.index
@@ -137,6 +144,7 @@ class TritonCompiledGraph:
             positions, _, _ = self._static
             steps, outputs = static_steps(self.program, self._steps, self.device, self._matmul, in_place)
             self._static = (positions, steps, outputs)
+            self._in_place, self._straight = in_place, None
 
     def _matches_signatures(self, inputs) -> bool:
         if self._signatures is None or len(inputs) != self.program.num_graph_inputs:
@@ -201,13 +209,49 @@ class TritonCompiledGraph:
             work.append((what, args, symbols, numels))
         compile_in_parallel(work, self.device)
 
+    def _straight_line(self):
+        """The static steps as one generated function (`triton_straight.straight_gpu`)."""
+        from torchsmith.inductor.runtime.triton_straight import straight_gpu
+
+        _, steps, outputs = self._static
+        matmuls = matmul_functions(self._steps, self._matmul)
+        plain = {name: fn for name, fn in matmuls.items() if name not in self._in_place}
+        return straight_gpu(self.program, self._steps, steps, outputs, self.device, plain)
+
+    def _checked_straight_line(self, inputs, expected: list):
+        """The generated function, once it reproduced `expected` (this call's outputs through the
+        closures) on the same inputs; False (the closures stay) where it did not. A graph that
+        updates an input in place would apply the update twice, so it is not rerun."""
+        try:
+            straight = self._straight_line()
+            if self._in_place:
+                return straight
+            again = straight(inputs)
+        except Exception as error:  # noqa: BLE001 - the closures keep running the graph
+            log.warning("graph %s: no straight-line form (%s); its steps run one by one", self.program.name,
+                        error)
+            return False
+        if again is not None and not all(map(_same_tensor, again, expected)):
+            log.warning("graph %s: its straight-line form computed other values; its steps run one by one",
+                        self.program.name)
+            return False
+        return straight
+
     def __call__(self, *inputs) -> list[torch.Tensor]:
         if self._compiled_ahead and self._static is not None and self._matches_signatures(inputs):
+            straight = self._straight
+            if straight:
+                result = straight(inputs)
+                if result is not None:  # None: a profiler hooked launches, and nothing ran
+                    return result
             positions, steps, outputs = self._static
             tensors = {name: inputs[position] for name, position in positions}
             for step in steps:
                 step(tensors)
-            return [read(tensors) for read in outputs]
+            result = [read(tensors) for read in outputs]
+            if straight is None:
+                self._straight = self._checked_straight_line(inputs, result)
+            return result
         bindings = self._bind(inputs)
         symbols = [bindings[s] for s in self.program.symbols]
         if not self._compiled_ahead:
@@ -233,6 +277,18 @@ class TritonCompiledGraph:
             args = [tensors[n] for n in spec.writes + spec.reads]
             what.launch(args, symbols, bindings)
         return [tensor_of(tensors, v, bindings) for v in self.program.outputs]
+
+
+def _same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two runs' results are the same tensor values and layout (nan equal to nan)."""
+    if a.dtype != b.dtype or a.shape != b.shape or a.stride() != b.stride():
+        return False
+    if torch.equal(a, b):
+        return True
+    inf = float("inf")
+    return a.is_floating_point() and torch.equal(a.isnan(), b.isnan()) and torch.equal(
+        a.nan_to_num(0.0, inf, -inf), b.nan_to_num(0.0, inf, -inf)
+    )
 
 
 def _dtype_of(program: LoopProgram, name: str) -> torch.dtype:

@@ -135,12 +135,7 @@ def static_steps(program: LoopProgram, steps: list, device: torch.device, matmul
     for the `prims.mm` calls, or None; `in_place` names the extern calls that run as an in-place
     op (`{call name: op name}`, from `loop_ir.in_place.in_place_updates`)."""
     in_place = in_place or {}
-    matmuls = {}
-    for kind, what, _ in steps:
-        if kind == "extern" and matmul is not None and what.kernel == "prims.mm":
-            matmuls[what.name] = matmul
-        elif kind == "extern" and _is_plain_matmul(what):
-            matmuls[what.name] = MATMULS[what.kernel]
+    matmuls = matmul_functions(steps, matmul)
     # Buffers whose tensors have exactly their layout in every call: inputs (a static graph checks
     # them), kernel results (allocated so) and matmul results (`_matmul_step` makes them so).
     # Other extern results may differ in the strides of size-1 dimensions.
@@ -162,6 +157,19 @@ def static_steps(program: LoopProgram, steps: list, device: torch.device, matmul
         else:
             out.append(_extern_step(what, exact))
     return out, [view_reader(v, exact) for v in program.outputs]
+
+
+def matmul_functions(steps: list, matmul=None) -> dict:
+    """`{call name: function}` of the extern steps that are library matmuls without parameters
+    (max-autotune's `matmul` for `prims.mm` where given): the function of its arguments, whose
+    result `in_matmul_layout` puts in the call's layout."""
+    matmuls = {}
+    for kind, what, _ in steps:
+        if kind == "extern" and matmul is not None and what.kernel == "prims.mm":
+            matmuls[what.name] = matmul
+        elif kind == "extern" and _is_plain_matmul(what):
+            matmuls[what.name] = MATMULS[what.kernel]
+    return matmuls
 
 
 def _is_plain_matmul(call: ExternCall) -> bool:

@@ -1,0 +1,238 @@
+"""A GPU graph without size symbols run as one generated Python function.
+
+`static_steps` gives a static graph one closure per step; a call still pays, per Triton launch, the
+closure, the argument list, `DirectLaunch`'s hook check, alignment key and stream lookup, Triton's
+Python launcher (scratch allocators) and, inside its C launcher, a `data_ptr()` call and a CUDA
+pointer query per tensor; per library matmul the view readers and the layout check. With the
+sizes, configs and binaries fixed, `straight_gpu` writes the steps out once, over locals:
+
+    def run(inputs):
+        if hooked():                             # a profiler watches launches: the closures run
+            return None
+        x0 = inputs[0]
+        ...
+        T = {n0: x0, ...}                        # for the steps that stay closures
+        stream = current_stream(dev)
+        x5 = T[n5] = empty_strided(s0, t0, dtype=d0, device=dev)
+        p5 = x5.data_ptr()
+        p0 = x0.data_ptr()
+        if p0 & 15:                              # a pointer the binary assumes aligned is not:
+            k0([x5, x0], [], {})                 #   the launcher picks the binary for it
+        else:
+            l0(4096, 1, 1, stream, f0, c0, c1, None, None, m0, None, None, None, p5, p0, a0)
+        r = mm(x5, g1(x1))                       # g1: a weight's view, made once per storage
+        x6 = T[n6] = r if r.stride() == t1 else relayout(r, s1, t1, d1)
+        e0(T)                                    # any other step, as its closure
+        return [o0(T), ...]
+
+Buffers this function allocates come from the caching allocator, aligned; only tensors it did not
+allocate (inputs, library results) are checked. Every name in the source is made here.
+"""
+
+import torch
+from triton import knobs
+from triton.runtime import driver
+
+from torchsmith.inductor.loop_ir.program import ExternCall
+from torchsmith.inductor.runtime.extern_plan import MATMULS, in_matmul_layout, static_ints
+from torchsmith.inductor.runtime.externs import EXTERN_KERNELS
+from torchsmith.inductor.runtime.triton_direct import ALIGNMENT, _hooked
+from torchsmith.ir.symbolic import evaluate
+
+
+def launches_hooked() -> bool:
+    """Whether a profiler hooked Triton's launches (then they go through Triton, which reports them)."""
+    return _hooked(knobs.runtime.launch_enter_hook) or _hooked(knobs.runtime.launch_exit_hook)
+
+
+def _aligned_binary(launcher, count: int):
+    """(C launch function, leading arguments, metadata, constexpr tail) of the binary the kernel's
+    `DirectLaunch` bound for all-aligned pointers, callable without Triton's Python launcher; None
+    where there is none (not launched directly yet, or a binary needing scratch memory)."""
+    direct = launcher.direct
+    bound = direct._by_alignment.get((True,) * count) if direct is not None else None
+    if bound is None:
+        return None
+    run, function, metadata, tail = bound
+    launch = getattr(run, "launch", None)
+    if launch is None or getattr(run, "global_scratch_size", 1) or getattr(run, "profile_scratch_size", 1):
+        return None
+    lead = (function, run.launch_cooperative_grid, run.launch_pdl)
+    return launch, direct.grid, lead, metadata, tail
+
+
+def _input_view(shape, strides, offset):
+    """`base -> view` of a graph input, kept while the same tensor holds the same memory (a
+    transposed weight): the view only names that memory, whose sizes the caller's signature check
+    fixed, and graphs run without autograd recording."""
+    kept = [None, 0, None]
+
+    def read(base):
+        if base is kept[0] and base.data_ptr() == kept[1]:
+            return kept[2]
+        result = base.as_strided(shape, strides, base.storage_offset() + offset)
+        if type(base) is torch.nn.Parameter:
+            kept[:] = base, base.data_ptr(), result
+        return result
+
+    return read
+
+
+class _Writer:
+    """Source lines and the namespace of constants they name."""
+
+    def __init__(self):
+        self.namespace: dict = {}
+        self.lines: list[str] = []
+
+    def constant(self, prefix: str, value) -> str:
+        key = f"{prefix}{len(self.namespace)}"
+        self.namespace[key] = value
+        return key
+
+    def add(self, line: str, indent: int = 1) -> None:
+        self.lines.append("    " * indent + line)
+
+
+def straight_gpu(program, steps: list, closures: list, output_readers: list, device: torch.device,
+                 plain_matmuls: dict):
+    """The function `run(inputs) -> outputs | None` doing `steps` (the graph's `(kind, what, extra)`
+    list) in order: kernel launches and the library matmuls in `plain_matmuls` (call name ->
+    function) written out, every other step by its closure in `closures` (same order, `step(T)`).
+    It returns None, having run nothing, when a profiler hooked Triton's launches."""
+    w = _Writer()
+    ns = w.namespace
+    ns.update(empty_strided=torch.empty_strided, hooked=launches_hooked, relayout=in_matmul_layout)
+    ns["dev"] = device
+    slot: dict[str, int] = {}  # buffer name -> index of its local `x{i}`
+    known: set[str] = set()  # buffers held in a local
+    pointer: set[str] = set()  # buffers whose data pointer is in a local
+    aligned: set[str] = set()  # buffers allocated here (the caching allocator aligns them)
+    key: dict[str, str] = {}  # buffer name -> the constant naming it in T
+
+    def local(name: str) -> str:
+        if name not in slot:
+            slot[name] = len(slot)
+            key[name] = w.constant("n", name)
+        if name not in known:
+            w.add(f"x{slot[name]} = T[{key[name]}]")
+            known.add(name)
+        return f"x{slot[name]}"
+
+    def define(name: str) -> str:
+        if name not in slot:
+            slot[name] = len(slot)
+            key[name] = w.constant("n", name)
+        known.add(name)
+        return f"x{slot[name]}"
+
+    w.lines.append("def run(inputs):")
+    w.add("if hooked():")
+    w.add("return None", 2)
+    entries = []
+    for b in program.inputs:
+        x = define(b.name)
+        w.add(f"{x} = inputs[{int(b.position)}]")
+        entries.append(f"{key[b.name]}: {x}")
+    w.add("T = {" + ", ".join(entries) + "}")
+    if device.type == "cuda":  # under the interpreter (CPU tensors) kernels launch through Triton
+        ns["current_stream"] = driver.active.get_current_stream
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        w.add(f"stream = current_stream({int(index)})")
+    # Buffers whose tensors have exactly their layout: inputs (checked by the caller), kernel
+    # results (allocated so), planned matmul results (laid out so); not other library results.
+    exact = {
+        b.name: b.layout
+        for b in (*program.inputs, *program.buffers)
+        if not isinstance(b, ExternCall) or b.name in plain_matmuls
+    }
+    inputs = {b.name for b in program.inputs}
+    for (kind, what, extra), closure in zip(steps, closures, strict=True):
+        if kind == "kernel":
+            _kernel(w, what, extra, local, define, key, pointer, aligned)
+        elif kind == "extern" and what.name in plain_matmuls:
+            _matmul(w, what, plain_matmuls[what.name], local, define, key, inputs, exact)
+        else:
+            w.add(f"{w.constant('e', closure)}(T)")
+            # what the closure wrote is read from T again where a later step needs it
+            written = {what.name} if kind == "extern" else set(slot) - inputs
+            known.difference_update(written)
+            pointer.difference_update(written)
+            aligned.difference_update(written)
+    outputs = ", ".join(f"{w.constant('o', read)}(T)" for read in output_readers)
+    w.add(f"return [{outputs}]")
+    source = "\n".join(w.lines) + "\n"
+    exec(compile(source, f"<torchsmith gpu graph {program.name}>", "exec"), ns)  # noqa: S102 - made here
+    run = ns["run"]
+    run.source = source
+    return run
+
+
+def _kernel(w: _Writer, launcher, allocate, local, define, key, pointer: set, aligned: set) -> None:
+    for name, shape, strides, dtype in allocate:
+        x = define(name)
+        s, t = w.constant("s", static_ints(shape)), w.constant("t", static_ints(strides))
+        w.add(f"{x} = T[{key[name]}] = empty_strided({s}, {t}, dtype={w.constant('d', dtype)}, device=dev)")
+        aligned.add(name)
+    names = list(launcher.spec.writes + launcher.spec.reads)
+    # the launcher's own path: it picks the binary for these pointers' alignment
+    general = f"{w.constant('k', launcher.launch)}([{', '.join(local(n) for n in names)}], [], {{}})"
+    binary = _aligned_binary(launcher, len(names))
+    if binary is None:
+        w.add(general)
+        return
+    for name in names:
+        x = local(name)
+        if name not in pointer:
+            w.add(f"p{x[1:]} = {x}.data_ptr()")
+            pointer.add(name)
+    launch, grid, lead, metadata, tail = binary
+    pointers = [f"p{local(n)[1:]}" for n in names]
+    unchecked = sorted({p for n, p in zip(names, pointers) if n not in aligned})
+    args = ", ".join(
+        [str(int(grid)), "1", "1", "stream"]
+        + [w.constant("c", v) for v in lead]
+        + ["None", "None", w.constant("m", metadata), "None", "None", "None"]
+        + pointers
+        + [w.constant("a", v) for v in tail]
+    )
+    call = f"{w.constant('l', launch)}({args})"
+    if unchecked:
+        w.add(f"if ({' | '.join(unchecked)}) & {ALIGNMENT - 1}:")
+        w.add(general, 2)
+        w.add("else:")
+        w.add(call, 2)
+    else:
+        w.add(call)
+
+
+def _matmul(w: _Writer, call, fn, local, define, key, inputs: set, exact: dict) -> None:
+    args = []
+    for view in call.args:
+        base = local(view.buffer)
+        shape, strides = static_ints(view.shape), static_ints(view.strides)
+        offset = int(evaluate(view.offset, {}))
+        layout = exact.get(view.buffer)
+        whole = layout is not None and static_ints(layout.shape) == shape
+        if whole and offset == 0 and static_ints(layout.strides) == strides:
+            args.append(base)
+        elif view.buffer in inputs:
+            args.append(f"{w.constant('g', _input_view(shape, strides, offset))}({base})")
+        else:
+            s, t = w.constant("s", shape), w.constant("t", strides)
+            args.append(f"{base}.as_strided({s}, {t}, {base}.storage_offset() + {offset})")
+    layout = call.layout
+    s, t = w.constant("s", static_ints(layout.shape)), w.constant("t", static_ints(layout.strides))
+    d = w.constant("d", layout.dtype)
+    x = define(call.name)
+    w.add(f"r = {w.constant('f', fn)}({', '.join(args)})")
+    w.add(f"{x} = T[{key[call.name]}] = r if r.stride() == {t} else relayout(r, {s}, {t}, {d})")
+
+
+def plain_matmul(call) -> object | None:
+    """The torch function of a library matmul without parameters (the one `EXTERN_KERNELS` still
+    binds: tests and users may swap entries), else None."""
+    fn = MATMULS.get(call.kernel)
+    if fn is None or EXTERN_KERNELS.get(call.kernel) is not fn or call.params or call.kwargs:
+        return None
+    return fn
