@@ -246,10 +246,11 @@ def test_static_graph_calls_after_the_first_run_precomputed_steps(monkeypatch):
 
 
 def test_static_graph_runs_as_one_generated_function_after_its_first_static_call():
-    """From the third call a static graph runs its steps as one generated function (kernel
-    launches and matmuls written out, a transposed weight's view made once per storage), with the
-    same results: after the weight's storage is swapped, and with a profiler's hook on launches
-    (then the closures run, so Triton sees each launch)."""
+    """From the third call a static graph runs its steps as one generated function (input checks,
+    kernel launches and matmuls written out, a transposed weight's view made once per storage),
+    with the same results: after the weight's storage is swapped, and with a profiler's hook on
+    launches (then the closures run, so Triton sees each launch); inputs unlike the compiled ones
+    are still refused."""
     from triton import knobs
 
     def body(b, x, w, image, kernel):
@@ -276,6 +277,11 @@ def test_static_graph_runs_as_one_generated_function_after_its_first_static_call
     assert_matches_eager(compiled, graph, *inputs, rtol=1e-4, atol=1e-4)
     assert compiled(*inputs)[1].stride() == (1, 12)
     assert len(calls) == 3
+    # it checks the inputs itself: others than compiled take the general path, which refuses them
+    with pytest.raises(RuntimeCallError, match="recompile"):
+        compiled(randn(16, 9), *inputs[1:])
+    with pytest.raises(RuntimeCallError, match="recompile"):
+        compiled(inputs[0].to(torch.float64), *inputs[1:])
     seen = []
     previous = knobs.runtime.launch_enter_hook
     knobs.runtime.launch_enter_hook = lambda metadata: seen.append(metadata)

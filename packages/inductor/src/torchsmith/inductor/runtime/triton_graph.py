@@ -216,7 +216,8 @@ class TritonCompiledGraph:
         _, steps, outputs = self._static
         matmuls = matmul_functions(self._steps, self._matmul)
         plain = {name: fn for name, fn in matmuls.items() if name not in self._in_place}
-        return straight_gpu(self.program, self._steps, steps, outputs, self.device, plain)
+        return straight_gpu(self.program, self._steps, steps, outputs, self.device, plain,
+                            signatures=self._signatures, device_index=self._device_index)
 
     def _checked_straight_line(self, inputs, expected: list):
         """The generated function, once it reproduced `expected` (this call's outputs through the
@@ -238,12 +239,12 @@ class TritonCompiledGraph:
         return straight
 
     def __call__(self, *inputs) -> list[torch.Tensor]:
+        straight = self._straight
+        if straight:  # it checks the inputs against the signatures itself
+            result = straight(inputs)
+            if result is not None:  # None: inputs unlike the compiled ones, or launches hooked
+                return result
         if self._compiled_ahead and self._static is not None and self._matches_signatures(inputs):
-            straight = self._straight
-            if straight:
-                result = straight(inputs)
-                if result is not None:  # None: a profiler hooked launches, and nothing ran
-                    return result
             positions, steps, outputs = self._static
             tensors = {name: inputs[position] for name, position in positions}
             for step in steps:

@@ -7,8 +7,12 @@ pointer query per tensor; per library matmul the view readers and the layout che
 sizes, configs and binaries fixed, `straight_gpu` writes the steps out once, over locals:
 
     def run(inputs):
-        if hooked():                             # a profiler watches launches: the closures run
+        if len(inputs) != 4 or hooked():         # a profiler watches launches: the closures run
             return None
+        i = inputs[0]                            # each input checked against its signature
+        if i.dtype is not d0 or i.shape != s1 or i.stride() != t2 or i.get_device() != 0:
+            return None
+        ...
         x0 = inputs[0]
         ...
         T = {n0: x0, ...}                        # for the steps that stay closures
@@ -95,11 +99,13 @@ class _Writer:
 
 
 def straight_gpu(program, steps: list, closures: list, output_readers: list, device: torch.device,
-                 plain_matmuls: dict):
+                 plain_matmuls: dict, *, signatures=(), device_index: int = -1):
     """The function `run(inputs) -> outputs | None` doing `steps` (the graph's `(kind, what, extra)`
     list) in order: kernel launches and the library matmuls in `plain_matmuls` (call name ->
     function) written out, every other step by its closure in `closures` (same order, `step(T)`).
-    It returns None, having run nothing, when a profiler hooked Triton's launches."""
+    It returns None, having run nothing, when the inputs are not as compiled (a different count,
+    or a tensor unlike its `signatures` entry `(position, dtype, shape, strides)` or not on
+    `device_index`, -1 the CPU) or a profiler hooked Triton's launches."""
     w = _Writer()
     ns = w.namespace
     ns.update(empty_strided=torch.empty_strided, hooked=launches_hooked, relayout=in_matmul_layout)
@@ -127,8 +133,15 @@ def straight_gpu(program, steps: list, closures: list, output_readers: list, dev
         return f"x{slot[name]}"
 
     w.lines.append("def run(inputs):")
-    w.add("if hooked():")
+    w.add(f"if len(inputs) != {int(program.num_graph_inputs)} or hooked():")
     w.add("return None", 2)
+    # the signature check, written out: the cheapest reads first, dtypes by identity
+    for k, dtype, shape, strides in signatures:
+        d, s, t = w.constant("d", dtype), w.constant("s", shape), w.constant("t", strides)
+        w.add(f"i = inputs[{int(k)}]")
+        w.add(f"if i.dtype is not {d} or i.shape != {s} or i.stride() != {t} or "
+              f"i.get_device() != {int(device_index)}:")
+        w.add("return None", 2)
     entries = []
     for b in program.inputs:
         x = define(b.name)
