@@ -35,6 +35,7 @@ from torchsmith.inductor.runtime.triton_workers import start_workers
 from torchsmith.inductor.triton.bias_matmul import bias_matmuls
 from torchsmith.inductor.triton.casts import inline_widening_casts
 from torchsmith.inductor.triton.codegen import generate_triton, source_hash
+from torchsmith.inductor.triton.cross import cut_row_blocks
 from torchsmith.inductor.triton.split import split_reductions
 from torchsmith.inductor.triton.upcast import upcast_half_norms
 from torchsmith.ir import Graph
@@ -140,6 +141,7 @@ GPU_PIPELINE = Pipeline(
         Step("lower", _lower, "loop IR, one buffer per node"),
         Step("inline", _on_program(lambda p: inline_pointwise(p)[0]), "loop IR with cheap producers inlined"),
         Step("widening casts", _on_program(inline_widening_casts), "loop IR reading widened values in place"),
+        Step("row blocks", _on_program(cut_row_blocks), "column reductions beside row ones in row blocks"),
         Step("split reductions", _on_program(split_reductions), "long narrow reductions in two stages"),
         Step("sink extern inputs", _on_program(sink_extern_inputs), "extern calls' inputs computed last"),
         Step("schedule", _schedule, "kernel groups (vertical, horizontal, reduction epilogues)"),

@@ -35,6 +35,7 @@ from torchsmith.inductor.loop_ir.program import (
     index_var,
     loads,
 )
+from torchsmith.inductor.triton.cross import cross_parts as row_block_parts
 from torchsmith.ir.symbolic import format_dim
 
 fusion_log = logging.getLogger("torchsmith.inductor.fusion")
@@ -187,6 +188,17 @@ def _cannot_join(group: list[ComputedBuffer], buffer: ComputedBuffer, target: st
         return f"{scatter.name} writes at data-chosen positions: a scatter loop is a kernel of its own"
     if target == "cpp" and cross_parts(members) is not None:
         return None  # row and column reductions of one input: one pass (cpp/cross_reduction.py)
+    if target == "triton":
+        blocked = row_block_parts(members)
+        if blocked is not None:
+            # Row-block partials of a column reduction share the row reductions' read
+            # (triton/cross.py); the row members must still fit one row kernel.
+            rows, partials = blocked
+            if buffer in partials:
+                return None
+            if reads_of(buffer) & {p.name for p in partials}:
+                return "it reads column partials that every program of the kernel writes a part of"
+            group, members = [m for m in group if m in rows], rows
     outer = min((m.body.ranges for m in members), key=len)
     shown = [format_dim(d) for d in outer]
     for m in members:
@@ -268,6 +280,8 @@ def schedule(program: LoopProgram, target: str = "cpp") -> Schedule:
                     where = f"inside the shared loops {[format_dim(d) for d in outer]}"
                     if target == "cpp" and cross_parts(joined) is not None:
                         where = "in one pass over the rows (row work and column sums)"
+                    if target == "triton" and row_block_parts(joined) is not None:
+                        where = "in one pass over blocks of rows (row reductions and column partials)"
                     decide(kind, partner, buffer.name, True, f"{what} {where}")
                     chosen = j
                     break

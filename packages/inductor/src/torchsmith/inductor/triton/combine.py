@@ -85,10 +85,14 @@ class LoopedAccumulator:
     """Per-lane state of one reduction across the row loop: `init_lines()` before the loop,
     `update_lines(value)` inside it, `finish_lines()` after it (which define `self.result`).
     `shared`: a Welford member reading the running state another accumulator of the same `prefix`
-    (and the same value) keeps; it adds no lines of its own until `finish_lines`."""
+    (and the same value) keeps; it adds no lines of its own until `finish_lines`.
+    `column_count`: a Welford count per column lane ([1, RBLOCK]) instead of per element, for
+    blocks of many rows whose masked rows are never stored: one division per column and step,
+    shared by the block's rows, where the per-element update divides once per element."""
 
-    def __init__(self, b: ComputedBuffer, prefix: str, shared: bool = False):
+    def __init__(self, b: ComputedBuffer, prefix: str, shared: bool = False, column_count: bool = False):
         self.b, self.kind, self.prefix, self.shared = b, _check(b), prefix, shared
+        self.column_count = column_count
         self.result = f"{prefix}_result_{self.kind}" if shared else f"{prefix}_result"
 
     def init_lines(self) -> list[str]:
@@ -100,7 +104,10 @@ class LoopedAccumulator:
             return [f"{p} = tl.full({shape}, {reduction_identity(kind, self.b.layout.dtype)}, {dtype})"]
         if kind.startswith("welford"):
             dtype = triton_dtype(compute_dtype(self.b.layout.dtype))  # float64 stays float64
-            return [f"{p}_{k} = tl.zeros({shape}, {dtype})" for k in ("mean", "m2", "n")]
+            count_shape = "[1, RBLOCK]" if self.column_count else shape
+            return [f"{p}_{k} = tl.zeros({shape}, {dtype})" for k in ("mean", "m2")] + [
+                f"{p}_n = tl.zeros({count_shape}, {dtype})"
+            ]
         dtype = triton_dtype(compute_dtype(self.b.body.value.dtype))
         return [
             f"{p}_value = tl.full({shape}, {value_init(self.b)}, {dtype})",
@@ -114,6 +121,15 @@ class LoopedAccumulator:
         if kind in REDUCTIONS:
             masked = f"tl.where({mask}, {value}, {reduction_identity(kind, self.b.layout.dtype)})"
             return [f"{p} = {REDUCTIONS[kind][0].format(p, masked)}"]
+        if kind.startswith("welford") and self.column_count:
+            return [
+                f"{p}_count = {p}_n + tl.where(rmask, 1.0, 0.0)",
+                f"{p}_step = 1.0 / tl.maximum({p}_count, 1.0)",
+                f"{p}_delta = {value} - {p}_mean",
+                f"{p}_mean = tl.where({mask}, {p}_mean + {p}_delta * {p}_step, {p}_mean)",
+                f"{p}_m2 = tl.where({mask}, {p}_m2 + {p}_delta * ({value} - {p}_mean), {p}_m2)",
+                f"{p}_n = {p}_count",
+            ]
         if kind.startswith("welford"):
             return [
                 f"{p}_count = {p}_n + tl.where({mask}, 1.0, 0.0)",
@@ -134,6 +150,7 @@ class LoopedAccumulator:
             return [f"{r} = {REDUCTIONS[kind][1].format(p)}[:, None]"]
         if kind.startswith("welford"):
             pick = 0 if kind == "welford_mean" else 1
-            combined = f"tl.reduce(({p}_mean, {p}_m2, {p}_n), 1, ts_welford_combine)"
+            n = f"tl.broadcast_to({p}_n, [XBLOCK, RBLOCK])" if self.column_count else f"{p}_n"
+            combined = f"tl.reduce(({p}_mean, {p}_m2, {n}), 1, ts_welford_combine)"
             return [f"{r} = {combined}[{pick}][:, None]"]
         return [f"{r} = tl.reduce(({p}_value, {p}_index), 1, ts_{kind}_combine)[1][:, None]"]

@@ -10,6 +10,10 @@ row members (pointwise over `rows x row`, e.g. softmax's `exp(x - max)`) and out
 - looped, otherwise: one loop over the row per reduction level (a reduction that needs another's
   result runs in a later loop; softmax: max, then sum of exp, then the normalized store).
 
+Row-block partials of a column reduction (triton_cross) join the row reductions reading the same
+input: the looped schedule with XBLOCK = the partials' row block, each column tile of the first
+loop reduced over its rows into the block's partials.
+
 A column walk (the reduced dim is not the contiguous one, e.g. a sum over dim 0) is always looped,
 with wide blocks of output columns (contiguous, coalesced loads) and a few reduced rows per step;
 triton_split first cuts long columns into pieces so that enough programs run.
@@ -28,15 +32,19 @@ from torchsmith.inductor.loop_ir.program import (
 )
 from torchsmith.inductor.runtime.triton_launch import interpreting
 from torchsmith.inductor.triton.combine import LoopedAccumulator, reduce_row
+from torchsmith.inductor.triton.cross import cross_parts, in_rows, partial_index, row_block_configs
 from torchsmith.inductor.triton.group import drop_unit_vars, reduction_level, resolve_group
 from torchsmith.inductor.triton.index import (
     Axis,
+    compute_dtype,
     kernel_symbol,
     product,
     to_kernel_space,
+    triton_dtype,
     triton_index,
     walks_columns,
 )
+from torchsmith.inductor.triton.ops import reduction_identity
 from torchsmith.inductor.triton.writer import (
     TritonBodyWriter,
     TritonKernelSpec,
@@ -111,6 +119,9 @@ def emit_reduction(
     name: str, group: tuple[ComputedBuffer, ...], program: LoopProgram, stored: set[str]
 ) -> tuple[TritonKernelSpec, str]:
     """The Triton kernel computing the reduction `group`, storing the members in `stored`."""
+    blocked = cross_parts(group)
+    partials = blocked[1] if blocked else []
+    group = tuple(blocked[0]) if blocked else group
     reductions = [b for b in group if isinstance(b.body, Reduction)]
     outer = reductions[0].body.ranges
     shared = len(outer)
@@ -121,10 +132,9 @@ def emit_reduction(
     for b in group:
         levels[b.name] = reduction_level(resolved[b.name], levels)
     members = {b.name for b in group}
-    reads = tuple(
-        dict.fromkeys(ld.buffer for b in group for ld in loads(resolved[b.name]) if ld.buffer not in members)
-    )
-    writes = tuple(b.name for b in group if b.name in stored)
+    values = [resolved[b.name] for b in group] + [p.body.value for p in partials]
+    reads = tuple(dict.fromkeys(ld.buffer for v in values for ld in loads(v) if ld.buffer not in members))
+    writes = tuple(b.name for b in (*group, *partials) if b.name in stored)
     pointer_of = {n: f"out_{i}" for i, n in enumerate(writes)} | {n: f"in_{i}" for i, n in enumerate(reads)}
     params = [pointer_of[n] for n in writes + reads] + list(program.symbols)
     params += ["XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr"]
@@ -132,6 +142,7 @@ def emit_reduction(
     axes_of = {b.name: _axes(b, shared) for b in group}
     columns = _walks_columns(reductions, resolved, axes_of)
     persistent = rnumel_static.is_Integer and int(rnumel_static) <= PERSISTENT_MAX and not columns
+    persistent = persistent and not partials
     lines = [
         "@triton.jit",
         f"def {name}({', '.join(params)}):",
@@ -140,6 +151,8 @@ def emit_reduction(
         "    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
         "    xmask = xindex < xnumel",
     ]
+    if partials:
+        lines.append("    xpid = tl.program_id(0)")
     results: dict[str, str] = {}
     counter = [0]
 
@@ -191,7 +204,7 @@ def emit_reduction(
             if not in_loop:
                 continue
             reducing = [b for b in in_loop if roles[b.name] == "reduction"]
-            accumulators = _accumulators(reducing, group, resolved)
+            accumulators = _accumulators(reducing, group, resolved, column_count=bool(partials))
             for acc in accumulators.values():
                 lines += [f"    {line}" for line in acc.init_lines()]
             lines += loop_header(rnumel)
@@ -202,12 +215,16 @@ def emit_reduction(
 
             for b in in_loop:
                 emit_member(b, w, accumulate)
+            for p in partials if level == 0 else ():
+                _emit_partial(p, xnumel, w)
             if interpreting():
                 lines.append("        roffset += RBLOCK")
             for b_name, acc in accumulators.items():
                 lines += [f"    {line}" for line in acc.finish_lines()]
                 results[b_name] = acc.result
         table = COLUMN_CONFIGS if columns else LOOPED_CONFIGS
+        if partials:
+            table = row_block_configs(int(partials[0].body.reduction_ranges[0]), int(sympy.sympify(rnumel)))
         short = sympy.sympify(rnumel)
         if columns and short.is_Integer and int(short) <= SHORT_COLUMN:
             rblock = next_power_of_2(int(short))
@@ -230,6 +247,35 @@ def emit_reduction(
     return spec, "\n".join(lines)
 
 
+# A tile's reduction over its rows (axis 0), per reduction type of a row-block partial.
+OVER_ROWS = {
+    "sum": "tl.sum({0}, 0)",
+    "prod": "tl.reduce({0}, 0, ts_mul)",
+    "max": "tl.reduce({0}, 0, ts_maximum)",
+    "min": "tl.reduce({0}, 0, ts_minimum)",
+}
+
+
+def _emit_partial(p: ComputedBuffer, rows, w: TritonBodyWriter) -> None:
+    """Reduce the current [XBLOCK rows, RBLOCK columns] tile of row-block partial `p` over its rows
+    and store it at (this program's block, the tile's columns). Masked rows (past the last) and
+    columns take the identity."""
+    xindex, rindex = kernel_symbol("xindex"), kernel_symbol("rindex")
+    value = in_rows(p, int(sympy.sympify(rows)), row=xindex)
+    if value is None:
+        raise CodegenError(f"{p.name} is not a row-block partial of these {rows} rows")
+    kept = index_vars(len(p.body.ranges))[1:]
+    columns = (Axis(rindex, kept, tuple(p.body.ranges[1:])),)
+    w.lines.append(f"{w.indent}# {python_comment(p.origin or p.name)}: column partials of this block")
+    v = w.value(in_kernel_space(value, columns))
+    kind, dtype = p.body.reduction_type, p.layout.dtype
+    accumulate = triton_dtype(compute_dtype(dtype))
+    masked = w._emit(f"tl.where(xmask & rmask, {v}, {reduction_identity(kind, dtype)}).to({accumulate})")
+    tile = w._emit(f"{OVER_ROWS[kind].format(masked)}[None, :]")
+    index = to_kernel_space(partial_index(p, kernel_symbol("xpid")), columns)
+    w.store(w.pointer_of[p.name], index, tile, dtype, "rmask")
+
+
 def loop_header(rnumel) -> list[str]:
     """The loop over a row, RBLOCK elements at a time. A `for` on the GPU (Triton pipelines its
     loads); a `while` under the interpreter, whose `range` cannot take a kernel argument."""
@@ -243,19 +289,20 @@ def loop_header(rnumel) -> list[str]:
     ]
 
 
-def _accumulators(members, group, resolved) -> dict[str, LoopedAccumulator]:
+def _accumulators(members, group, resolved, column_count: bool = False) -> dict[str, LoopedAccumulator]:
     """One accumulator per reduction member, except that a Welford mean and M2 of the same value
-    share one running (mean, M2, count): layer norm's mean and variance cost one update."""
+    share one running (mean, M2, count): layer norm's mean and variance cost one update.
+    `column_count`: Welford counts per column lane (the blocks of many rows of a row-block kernel)."""
     out, welford_owner = {}, {}
     for b in members:
         prefix = f"acc{b_name_index(group, b.name)}"
         if b.body.reduction_type.startswith("welford"):
             key = resolved[b.name]
             if key in welford_owner:
-                out[b.name] = LoopedAccumulator(b, welford_owner[key], shared=True)
+                out[b.name] = LoopedAccumulator(b, welford_owner[key], shared=True, column_count=column_count)
                 continue
             welford_owner[key] = prefix
-        out[b.name] = LoopedAccumulator(b, prefix)
+        out[b.name] = LoopedAccumulator(b, prefix, column_count=column_count)
     return out
 
 
