@@ -10,6 +10,7 @@ from torch import nn
 import torchsmith.prims
 from torchsmith.inductor.cpu_pipeline import compile_graph
 from torchsmith.inductor.loop_ir.program import ComputedBuffer, ExternCall
+from torchsmith.inductor.lowering import conv_fold
 from torchsmith.inductor.lowering.conv_fold import fold_conv_affine, match_folds
 from torchsmith.inductor.runtime import conv_relu
 from torchsmith.inductor.testing import assert_matches_eager, make_graph
@@ -17,6 +18,15 @@ from torchsmith.ir import interpret, verify
 
 F32 = torch.float32
 needs_onednn = pytest.mark.skipif(not conv_relu.available(), reason="torch without oneDNN convolutions")
+MIN_ELEMENTS = conv_fold.MIN_ELEMENTS
+
+
+@pytest.fixture(autouse=True)
+def fold_small_images(monkeypatch):
+    """The tests' images are small: fold and fuse them anyway, without the compile cache (which
+    would hand those programs to graphs compiled under the real threshold)."""
+    monkeypatch.setattr(conv_fold, "MIN_ELEMENTS", 1)
+    monkeypatch.setenv("TORCHSMITH_COMPILE_CACHE", "0")
 
 
 def _bn(g, x, mean, var, gamma, beta):
@@ -108,6 +118,18 @@ def test_folded_blocks_match_eager(variant, relu):
     else:
         assert _externs(compiled) == ["prims.convolution", "prims.convolution"]
     assert len(_image_kernels(compiled)) <= 2  # at most the input's and the output's copies
+
+
+def test_small_images_keep_the_plain_convolution_and_their_epilogue(monkeypatch):
+    """Below MIN_ELEMENTS results aten's own small-image kernels beat oneDNN's fixed cost."""
+    monkeypatch.setattr(conv_fold, "MIN_ELEMENTS", MIN_ELEMENTS)
+    graph, types = _block_graph(*VARIANTS["3x3_no_bias"])
+    assert match_folds(torchsmith.prims.decompose(graph)) == []
+    compiled = compile_graph(graph)
+    assert _externs(compiled) == ["prims.convolution", "prims.convolution"]
+    assert_matches_eager(compiled, graph, *_inputs(types), rtol=1e-4, atol=1e-4)
+    assert conv_fold.large_image((8, 32, 56, 56)) and not conv_fold.large_image((2, 8, 9, 11))
+    assert not conv_fold.large_image(("s0", 32, 56, 56))
 
 
 def test_parameters_and_statistics_changed_between_calls_give_the_new_result():

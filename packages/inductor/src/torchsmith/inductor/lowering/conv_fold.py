@@ -14,10 +14,14 @@ thousand elements: weights and statistics may change between calls; nothing is f
 values at compile time), and the image is read and written once less per op. The result differs
 from eager's by rounding only (the products are reassociated).
 
-Only float32 and float64 convolutions that are not transposed: in half precision the
-decomposition computes the epilogue in float32 between conversions, which a folded weight would
-round differently. A value of the chain that is a graph output, or is read by any other node, ends
-the chain there (a training forward returns the convolution's result for its backward: no fold).
+Only convolutions of at least `MIN_ELEMENTS` results (`large_image`): on small images
+aten.convolution runs kernels of its own, not oneDNN's, and there a bias costs more than the
+pass it saves (and oneDNN's fixed cost per call, tens of microseconds, is more than the ReLU
+post-op of lowering/library.py saves). Only float32 and float64 convolutions that are not
+transposed: in half precision the decomposition computes the epilogue in float32 between
+conversions, which a folded weight would round differently. A value of the chain that is a
+graph output, or is read by any other node, ends the chain there (a training forward returns the
+convolution's result for its backward: no fold).
 """
 
 from dataclasses import dataclass
@@ -28,6 +32,7 @@ from torchsmith.ir import Graph, GraphBuilder, Node, Value
 from torchsmith.ir.types import TensorType
 
 CONVOLUTION = "prims.convolution"
+MIN_ELEMENTS = 1 << 16
 DTYPES = (torch.float32, torch.float64)
 # The chain's ops and the operand orders that stay affine in the convolution's result.
 AFFINE_OPS = {"prims.add": (0, 1), "prims.sub": (0, 1), "prims.mul": (0, 1), "prims.div": (0,)}
@@ -78,6 +83,16 @@ def _channel_vector(producers: dict[str, Node], arg, shape, channels, dtype):
     return source
 
 
+def large_image(shape) -> bool:
+    """Whether a convolution result of `shape` (static sizes) has at least `MIN_ELEMENTS`."""
+    count = 1
+    for d in shape:
+        if not isinstance(d, int):
+            return False
+        count *= d
+    return count >= MIN_ELEMENTS
+
+
 def _is_zero(operand) -> bool:
     """A Python number 0 (its reciprocal is not a number to fold)."""
     return not isinstance(operand, Value) and operand == 0
@@ -92,7 +107,7 @@ def match_folds(graph: Graph) -> list[FoldedConvolution]:
         if node.op != CONVOLUTION or node.args[6]:
             continue
         t = _tensor_type(node.outputs[0])
-        if t is None or t.dtype not in DTYPES or t.rank < 3:
+        if t is None or t.dtype not in DTYPES or t.rank < 3 or not large_image(t.shape):
             continue
         steps, last, current = [], node, node.outputs[0]
         while current.name not in outputs and len(users.get(current.name, [])) == 1:

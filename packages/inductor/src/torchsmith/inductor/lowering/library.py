@@ -101,8 +101,9 @@ def fuse_convolution_relu(ctx: LoweringContext, node: Node) -> ViewRef | None:
     """`prims.maximum(y, 0)` (a ReLU) of a float32 channels-last 2-D convolution result `y` read
     nowhere else: the convolution call becomes `extern.convolution_relu` (runtime/conv_relu.py:
     oneDNN's ReLU post-op where the operands are finite), its result the ReLU's, and no ReLU kernel
-    reads and writes the image again. None when `node` is not such a ReLU or this torch has no
-    oneDNN convolution."""
+    reads and writes the image again. None when `node` is not such a ReLU, the image is small
+    (conv_fold.large_image) or this torch has no oneDNN convolution."""
+    from torchsmith.inductor.lowering.conv_fold import large_image
     from torchsmith.inductor.runtime.conv_relu import available
 
     value, zero = node.args
@@ -111,7 +112,7 @@ def fuse_convolution_relu(ctx: LoweringContext, node: Node) -> ViewRef | None:
     buffer = ctx.convolutions.get(value.name)
     if buffer is None or ctx.use_count.get(value.name) != 1 or value.type.dtype != torch.float32:
         return None
-    if torch.device(value.type.device).type != "cpu":
+    if torch.device(value.type.device).type != "cpu" or not large_image(value.type.shape):
         return None
     if node.outputs[0].name in ctx.layout.nhwc_loops:
         # A graph output is copied into eager's NCHW layout anyway: the ReLU runs in that copy.
