@@ -61,12 +61,17 @@ def test_layer_norm_statistics_stay_buffers_read_once_per_row():
     assert broadcast and all("broadcast" in d.reason for d in broadcast)
 
 
+def expensive_chain(b, x):
+    for op in ("sin", "cos", "exp", "tanh", "sigmoid"):
+        x = b.op(f"aten.{op}.default", x)
+    return x
+
+
 def test_expensive_producer_with_several_consumers_stays_a_buffer():
     def body(b, x):
-        t = x
-        for op in ("sin", "cos", "exp", "tanh", "sigmoid"):
-            t = b.op(f"aten.{op}.default", t)
-        return b.op("aten.mul.Tensor", t, 2.0), b.op("aten.add.Tensor", t, 1.0)
+        t = expensive_chain(b, x)
+        # the second consumer reads it transposed: another element per iteration, no shared loop
+        return b.op("aten.mul.Tensor", t, 2.0), b.op("aten.add.Tensor", b.op("aten.t.default", t), 1.0)
 
     program, inlined, _ = scheduled(make_graph("dup", {"x": ((4, 8), F32)}, body))
     refused = [d for d in inlined if not d.taken]
@@ -74,6 +79,40 @@ def test_expensive_producer_with_several_consumers_stays_a_buffer():
     cost = int(refused[0].reason.split("cost ")[1].split(" ")[0])
     assert cost * 2 > MAX_DUPLICATED_OPS and "x 2 load sites" in refused[0].reason
     assert len(program.buffers) == 3  # the chain, then its two cheap consumers
+
+
+def test_expensive_producer_read_by_siblings_of_one_loop_is_computed_once_in_it():
+    # A GELU's erf term read by its output and by its derivative: both consumers read it at the same
+    # element of the same loops, so it is inlined into both and their shared kernel computes it once.
+    def body(b, x):
+        t = expensive_chain(b, x)
+        return b.op("aten.mul.Tensor", t, x), b.op("aten.add.Tensor", t, 1.0)
+
+    graph = make_graph("siblings_dup", {"x": ((4, 8), F32)}, body)
+    program, inlined, plan = scheduled(graph)
+    assert all(d.taken for d in inlined)
+    assert any("computed once in their shared loop" in d.reason for d in inlined)
+    assert len(program.buffers) == 2 and [len(g) for g in plan.groups] == [2]
+    compiled = compile_graph(graph, [torch.randn(4, 8)])
+    assert kernel_count(compiled) == 1
+    kernel = compiled.source.split("// @torchsmith-kernel")[-1]
+    assert kernel.count("sinf(") == 1  # once per element, not once per consumer
+    assert_matches_eager(compiled, graph, torch.randn(4, 8))
+
+
+def test_siblings_that_cannot_share_a_loop_keep_an_expensive_producer_stored():
+    # The second consumer also reads a row sum of the first: it runs after the first's kernel.
+    def body(b, x):
+        t = expensive_chain(b, x)
+        first = b.op("aten.mul.Tensor", t, x)
+        total = b.op("aten.sum.dim_IntList", first, [1], True)
+        return first, b.op("aten.add.Tensor", t, total)
+
+    graph = make_graph("siblings_apart", {"x": ((4, 8), F32)}, body)
+    _, inlined, _ = scheduled(graph)
+    refused = [d for d in inlined if "load sites" in d.reason]
+    assert refused and not any(d.taken for d in refused) and "x 2 load sites" in refused[0].reason
+    assert_matches_eager(compile_graph(graph, [torch.randn(4, 8)]), graph, torch.randn(4, 8))
 
 
 def test_cross_row_read_is_refused_and_still_correct_shape():

@@ -7,7 +7,10 @@ producer's per-dim indices (`index_math.split_index`), so every index stays affi
 
 It refuses (and records why) when that would cost more than it saves:
 - the producer's value is computed once per load site, so an expensive producer read at several
-  sites (cost x sites > MAX_DUPLICATED_OPS) stays a buffer;
+  sites (cost x sites > MAX_DUPLICATED_OPS) stays a buffer; sibling consumers that read it at the
+  same element of the same loops, with all their other inputs ready before the first of them
+  (a GELU's erf term read by its output and by its derivative), count as one site: the scheduler
+  runs them in one loop, whose code computes a repeated subexpression once;
 - a consumer that reads it broadcast (a smaller producer, e.g. a row statistic read per element)
   would recompute it per element; it stays a buffer (the scheduler puts it in the consumer's kernel);
 - a load whose index does not split into per-dim affine indices (reshapes across dims) stays a load;
@@ -154,8 +157,28 @@ def _value_at(producer: ComputedBuffer, load: Load, ranges) -> Expr | None:
     return _flat_value(producer, load.index)
 
 
-def _refusal(producer: ComputedBuffer, consumers, reads_elsewhere: list[str]) -> str | None:
-    """Why `producer` must stay a buffer, or None when it can be inlined into all `consumers`."""
+def _one_shared_site(producer: ComputedBuffer, consumers, position: dict[str, int]) -> bool:
+    """Whether the `consumers` of `producer` read it as siblings of one loop: pointwise over the same
+    ranges, each at one load site, all at the same index, and every other buffer they read computed
+    before the first of them (so the scheduler can fuse them there; `position`: program order)."""
+    if len(consumers) < 2 or not all(isinstance(c.body, Pointwise) for c in consumers):
+        return False
+    if len({tuple(c.body.ranges) for c in consumers}) != 1:
+        return False
+    sites = {tuple(distinct_loads(c.body.value, producer.name)) for c in consumers}
+    if len(sites) != 1 or len(next(iter(sites))) != 1:
+        return False
+    first = min(position[c.name] for c in consumers)
+    return all(
+        position.get(name, -1) < first for c in consumers for name in _reads(c) if name != producer.name
+    )
+
+
+def _refusal(
+    producer: ComputedBuffer, consumers, reads_elsewhere: list[str], shared_site: bool = False
+) -> str | None:
+    """Why `producer` must stay a buffer, or None when it can be inlined into all `consumers`
+    (`shared_site`: they read it as siblings of one loop, `_one_shared_site`)."""
     if reads_elsewhere:
         return f"read by {', '.join(reads_elsewhere)}, which need it in memory"
     gathers = _has_indirect(producer.body.value)
@@ -189,6 +212,8 @@ def _refusal(producer: ComputedBuffer, consumers, reads_elsewhere: list[str]) ->
                     f"{consumer.name} reads it broadcast along {along}: inlined, its ops (cost {ops}) would "
                     "run once per element instead of once per value"
                 )
+    if shared_site:
+        sites = 1
     if sites > 1 and ops * sites > MAX_DUPLICATED_OPS:
         return (
             f"cost {ops} x {sites} load sites > {MAX_DUPLICATED_OPS}: recomputing it costs more than storing "
@@ -225,6 +250,7 @@ def inline_pointwise(program: LoopProgram) -> tuple[LoopProgram, list[FusionDeci
         b.name: _with_value(b, b.body.value) if isinstance(b, ComputedBuffer) else b for b in program.buffers
     }
     order = [b.name for b in program.buffers]
+    position = {name: k for k, name in enumerate(order)}
     readers: dict[str, list[str]] = {}  # name -> the buffers reading it, in program order
     for b in program.buffers:
         for name in sorted(_reads(b)):
@@ -243,10 +269,17 @@ def inline_pointwise(program: LoopProgram) -> tuple[LoopProgram, list[FusionDeci
         if not consumers:
             continue
         reason = _refusal(producer, consumers, elsewhere)
+        # Refused for its load sites, it may still be inlined into siblings of one loop.
+        shared = (reason is not None and not elsewhere and _one_shared_site(producer, consumers, position)
+                  and _refusal(producer, consumers, elsewhere, shared_site=True) is None)
+        if shared:
+            reason = None
         taken = reason is None
         if taken:
             ops = count_ops(producer.body.value)
             reason = f"its ops (cost {ops}) run in {len(consumers)} consumer(s) instead of a store and loads"
+            if shared:
+                reason += ", computed once in their shared loop"
         for consumer in consumers:
             decision = FusionDecision("inline", name, consumer.name, taken, reason)
             decisions.append(decision)
