@@ -72,10 +72,21 @@ def slot_reader(view: TensorView, slot: int, layout, graph_input: bool = False):
             return base.as_strided(shape, strides, base.storage_offset() + offset)
 
         return read
-    kept = [None, 0, None]  # the parameter, its data pointer, the view
+    view_of = parameter_view(shape, strides, offset)
 
     def read_input(values):
-        base = values[slot]
+        return view_of(values[slot])
+
+    return read_input
+
+
+def parameter_view(shape, strides, offset):
+    """`base -> view` of a graph input, the view kept while the same parameter object holds the same
+    memory (the caller's checks fix its sizes and strides; graphs run without autograd recording,
+    so the view carries no history). Other tensors get a new view each call."""
+    kept = [None, 0, None]  # the parameter, its data pointer, the view
+
+    def read(base):
         if base is kept[0] and base.data_ptr() == kept[1]:
             return kept[2]
         result = base.as_strided(shape, strides, base.storage_offset() + offset)
@@ -83,7 +94,7 @@ def slot_reader(view: TensorView, slot: int, layout, graph_input: bool = False):
             kept[:] = base, base.data_ptr(), result
         return result
 
-    return read_input
+    return read
 
 
 def argument_builder(param):

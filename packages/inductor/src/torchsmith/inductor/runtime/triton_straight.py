@@ -38,7 +38,7 @@ from triton import knobs
 from triton.runtime import driver
 
 from torchsmith.inductor.loop_ir.program import ExternCall
-from torchsmith.inductor.runtime.extern_plan import MATMULS, in_matmul_layout, static_ints
+from torchsmith.inductor.runtime.extern_plan import MATMULS, in_matmul_layout, parameter_view, static_ints
 from torchsmith.inductor.runtime.externs import EXTERN_KERNELS
 from torchsmith.inductor.runtime.triton_direct import ALIGNMENT, _hooked
 from torchsmith.ir.symbolic import evaluate
@@ -63,23 +63,6 @@ def _aligned_binary(launcher, count: int):
         return None
     lead = (function, run.launch_cooperative_grid, run.launch_pdl)
     return launch, direct.grid, lead, metadata, tail
-
-
-def _input_view(shape, strides, offset):
-    """`base -> view` of a graph input, kept while the same tensor holds the same memory (a
-    transposed weight): the view only names that memory, whose sizes the caller's signature check
-    fixed, and graphs run without autograd recording."""
-    kept = [None, 0, None]
-
-    def read(base):
-        if base is kept[0] and base.data_ptr() == kept[1]:
-            return kept[2]
-        result = base.as_strided(shape, strides, base.storage_offset() + offset)
-        if type(base) is torch.nn.Parameter:
-            kept[:] = base, base.data_ptr(), result
-        return result
-
-    return read
 
 
 class _Writer:
@@ -230,7 +213,7 @@ def _matmul(w: _Writer, call, fn, local, define, key, inputs: set, exact: dict) 
         if whole and offset == 0 and static_ints(layout.strides) == strides:
             args.append(base)
         elif view.buffer in inputs:
-            args.append(f"{w.constant('g', _input_view(shape, strides, offset))}({base})")
+            args.append(f"{w.constant('g', parameter_view(shape, strides, offset))}({base})")
         else:
             s, t = w.constant("s", shape), w.constant("t", strides)
             args.append(f"{base}.as_strided({s}, {t}, {base}.storage_offset() + {offset})")

@@ -33,8 +33,6 @@ from torchsmith.inductor.loop_ir.program import (
     ComputedBuffer,
     Constant,
     IndexValue,
-    Layout,
-    Load,
     LoopProgram,
     Op,
     Reduction,
@@ -46,8 +44,8 @@ from torchsmith.inductor.loop_ir.program import (
     reduction_vars,
     substitute,
 )
-from torchsmith.inductor.triton.index import compute_dtype, product, row_major_strides, step_along
-from torchsmith.ir.types import contiguous_strides
+from torchsmith.inductor.triton.index import product, row_major_strides, step_along
+from torchsmith.inductor.triton.split import partials_and_final
 
 fusion_log = logging.getLogger("torchsmith.inductor.fusion")
 
@@ -167,25 +165,7 @@ def _cut(buffer: ComputedBuffer, rows: int, block: int, name: str) -> tuple[Comp
     if rows % block:
         value = _guard(value, row, rows, body.reduction_type)
     value = substitute(value, {ROW: row, **{c: index_var(k + 1) for k, c in enumerate(columns)}})
-    shape = (blocks, *body.ranges)
-    dtype = compute_dtype(buffer.layout.dtype)  # half partials would round every block
-    partial = ComputedBuffer(
-        name,
-        Layout(shape, contiguous_strides(shape), dtype),
-        Reduction(shape, (block,), body.reduction_type, value),
-        buffer.origin,
-    )
-    strides = contiguous_strides(shape)
-    index = reduction_var(0) * strides[0] + sum(
-        (v * s for v, s in zip(index_vars(kept), strides[1:])), sympy.Integer(0)
-    )
-    final = ComputedBuffer(
-        buffer.name,
-        buffer.layout,
-        Reduction(body.ranges, (blocks,), body.reduction_type, Load(name, index, dtype)),
-        buffer.origin,
-    )
-    return partial, final
+    return partials_and_final(buffer, name, blocks, block, value)
 
 
 def cut_row_blocks(program: LoopProgram) -> LoopProgram:

@@ -83,22 +83,32 @@ def _split_buffer(buffer: ComputedBuffer, split: int, name: str) -> tuple[Comput
         q = flat if stride == 1 else FloorDiv(flat, stride)
         decode[v] = q if k == 0 else sympy.Mod(q, size)
     value = substitute(body.value, {**shift, **decode})
-    partial_shape = (split, *body.ranges)
-    dtype = compute_dtype(buffer.layout.dtype)  # half partial sums would round every piece
+    return partials_and_final(buffer, name, split, chunk, value)
+
+
+def partials_and_final(
+    buffer: ComputedBuffer, name: str, pieces: int, piece_length: int, value
+) -> tuple[ComputedBuffer, ComputedBuffer]:
+    """`buffer`'s reduction as partials `name` of shape (pieces, *ranges), each reducing
+    `piece_length` elements of `value` (written over i0 = the piece, r0 = the place in it, i1... =
+    the kept dims), and the reduction of those partials into `buffer` itself."""
+    body = buffer.body
+    shape = (pieces, *body.ranges)
+    dtype = compute_dtype(buffer.layout.dtype)  # half partials would round every piece
     partial = ComputedBuffer(
         name,
-        Layout(partial_shape, contiguous_strides(partial_shape), dtype),
-        Reduction(partial_shape, (chunk,), body.reduction_type, value),
+        Layout(shape, contiguous_strides(shape), dtype),
+        Reduction(shape, (piece_length,), body.reduction_type, value),
         buffer.origin,
     )
-    pstrides = contiguous_strides(partial_shape)
-    index = reduction_var(0) * pstrides[0] + sum(
-        (v * s for v, s in zip(index_vars(rank), pstrides[1:])), sympy.Integer(0)
+    strides = contiguous_strides(shape)
+    index = reduction_var(0) * strides[0] + sum(
+        (v * s for v, s in zip(index_vars(len(body.ranges)), strides[1:])), sympy.Integer(0)
     )
     final = ComputedBuffer(
         buffer.name,
         buffer.layout,
-        Reduction(body.ranges, (split,), body.reduction_type, Load(name, index, dtype)),
+        Reduction(body.ranges, (pieces,), body.reduction_type, Load(name, index, dtype)),
         buffer.origin,
     )
     return partial, final
