@@ -291,11 +291,14 @@ class _CompiledFunction(torch.autograd.Function):
 
 
 def _tangent_layout(t: TensorType):
-    """What `_in_layout` lays a tangent of type `t` out as: "contiguous", the strides, or None for
-    symbolic strides (the compiled backward checks what it can)."""
+    """What `_in_layout` lays a tangent of type `t` out as: "contiguous", the strides, or for symbolic
+    strides None ("no stride 0": an expanded gradient is made dense) or "expanded" (passed as it is);
+    the compiled backward checks the rest."""
     if t.is_contiguous:
         return "contiguous"
-    return None if t.free_symbols else tuple(t.strides)
+    if t.free_symbols:
+        return "expanded" if any(s == 0 for s in t.strides) else None
+    return tuple(t.strides)
 
 
 def _in_layout(grad: torch.Tensor, layout) -> torch.Tensor:
@@ -304,7 +307,13 @@ def _in_layout(grad: torch.Tensor, layout) -> torch.Tensor:
     product, ...), and compiled backwards are specialized to their inputs' strides."""
     if layout == "contiguous":
         return grad if grad.is_contiguous() else grad.contiguous()
-    if layout is None or all(n == 1 or a == b for n, a, b in zip(grad.shape, grad.stride(), layout)):
+    if layout == "expanded":
+        return grad
+    if layout is None:
+        # symbolic strides, none of them 0: an expanded gradient (`.sum().backward()`) cannot match
+        expanded = any(n > 1 and s == 0 for n, s in zip(grad.shape, grad.stride()))
+        return grad.contiguous() if expanded else grad
+    if all(n == 1 or a == b for n, a, b in zip(grad.shape, grad.stride(), layout)):
         return grad
     return torch.empty_strided(grad.shape, layout, dtype=grad.dtype, device=grad.device).copy_(grad)
 
