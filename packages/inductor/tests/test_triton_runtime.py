@@ -221,20 +221,22 @@ def test_matmul_consumer_runs_as_the_template_epilogue(monkeypatch):
         assert fused.choice == 0
 
 
+def _matmul_conv_views(b, x, w, image, kernel):
+    """A matmul reading a transposed weight, a convolution, kernels and an output that is a view."""
+    product = b.op("aten.mm.default", x, b.op("aten.t.default", w))
+    conv = b.op("aten.convolution.default", image, kernel, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+    relu = b.op("aten.relu.default", product)
+    return relu, b.op("aten.t.default", product), b.op("aten.relu.default", conv)
+
+
+_MATMUL_CONV_TYPES = {"x": t(16, 8), "w": t(12, 8), "image": t(2, 3, 8, 8), "kernel": t(4, 3, 3, 3)}
+
+
 def test_static_graph_calls_after_the_first_run_precomputed_steps(monkeypatch):
     """A matmul reading a transposed view, a convolution (an extern with parameters), a kernel and
     an output that is a view: the second call takes the static steps (no `_bind`) and agrees."""
 
-    def body(b, x, w, image, kernel):
-        product = b.op("aten.mm.default", x, b.op("aten.t.default", w))
-        conv = b.op(
-            "aten.convolution.default", image, kernel, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1
-        )
-        relu = b.op("aten.relu.default", product)
-        return relu, b.op("aten.t.default", product), b.op("aten.relu.default", conv)
-
-    types = {"x": t(16, 8), "w": t(12, 8), "image": t(2, 3, 8, 8), "kernel": t(4, 3, 3, 3)}
-    graph = make_graph("static_steps", types, body)
+    graph = make_graph("static_steps", _MATMUL_CONV_TYPES, _matmul_conv_views)
     compiled = compile_graph_triton(graph)
     inputs = [randn(16, 8), randn(12, 8), randn(2, 3, 8, 8), randn(4, 3, 3, 3)]
     assert_matches_eager(compiled, graph, *inputs, rtol=1e-4, atol=1e-4)
@@ -253,16 +255,7 @@ def test_static_graph_runs_as_one_generated_function_after_its_first_static_call
     are still refused."""
     from triton import knobs
 
-    def body(b, x, w, image, kernel):
-        product = b.op("aten.mm.default", x, b.op("aten.t.default", w))
-        conv = b.op(
-            "aten.convolution.default", image, kernel, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1
-        )
-        relu = b.op("aten.relu.default", product)
-        return relu, b.op("aten.t.default", product), b.op("aten.relu.default", conv)
-
-    types = {"x": t(16, 8), "w": t(12, 8), "image": t(2, 3, 8, 8), "kernel": t(4, 3, 3, 3)}
-    graph = make_graph("straight", types, body)
+    graph = make_graph("straight", _MATMUL_CONV_TYPES, _matmul_conv_views)
     compiled = compile_graph_triton(graph)
     weight = torch.nn.Parameter(randn(12, 8), requires_grad=False)
     inputs = [randn(16, 8), weight, randn(2, 3, 8, 8), randn(4, 3, 3, 3)]
