@@ -12,6 +12,7 @@ import torch
 from torchsmith.inductor import compile_graph, lower, to_prims
 from torchsmith.inductor.fusion.scheduler import FusionDecision, schedule
 from torchsmith.inductor.lowering.inline import MAX_DUPLICATED_OPS, inline_pointwise
+from torchsmith.inductor.loop_ir.program import ComputedBuffer, loads
 from torchsmith.inductor.testing import assert_matches_eager, make_graph, rotary_cat
 from torchsmith.ir import TensorType
 from torchsmith.ir.events import observe
@@ -113,6 +114,29 @@ def test_siblings_that_cannot_share_a_loop_keep_an_expensive_producer_stored():
     refused = [d for d in inlined if "load sites" in d.reason]
     assert refused and not any(d.taken for d in refused) and "x 2 load sites" in refused[0].reason
     assert_matches_eager(compile_graph(graph, [torch.randn(4, 8)]), graph, torch.randn(4, 8))
+
+
+def test_residual_stream_is_not_recomputed_from_its_start_in_every_layer():
+    # A transformer's residual stream: each layer's h is read by the next layer norm's input and by
+    # the next residual add, which runs after a matmul. Neither reader stays in memory for sure (the
+    # add's operand is inlined into the add), so h must not count as read by siblings of one loop:
+    # that would carry every earlier layer's adds into each later kernel.
+    def body(b, x, w):
+        h = x
+        for _ in range(8):
+            normed_input = b.op("aten.mul.Tensor", h, 2.0)
+            var, mean = b.op("aten.var_mean.correction", normed_input, [1], correction=0, keepdim=True)
+            normed = b.op("aten.mul.Tensor", b.op("aten.sub.Tensor", normed_input, mean), var)
+            h = b.op("aten.add.Tensor", b.op("aten.mul.Tensor", h, 3.0), b.op("aten.mm.default", normed, w))
+        return h
+
+    graph = make_graph("residual_stream", {"x": ((4, 16), F32), "w": ((16, 16), F32)}, body)
+    program, _, _ = scheduled(graph)
+    widest = max(len({load.buffer for load in loads(b.body.value)}) for b in program.buffers
+                 if isinstance(b, ComputedBuffer))
+    assert widest <= 4, [str(b) for b in program.buffers]
+    x, w = torch.randn(4, 16), torch.randn(16, 16) / 4
+    assert_matches_eager(compile_graph(graph, [x, w]), graph, x, w)
 
 
 def test_cross_row_read_is_refused_and_still_correct_shape():

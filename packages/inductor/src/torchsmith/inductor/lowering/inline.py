@@ -8,9 +8,12 @@ producer's per-dim indices (`index_math.split_index`), so every index stays affi
 It refuses (and records why) when that would cost more than it saves:
 - the producer's value is computed once per load site, so an expensive producer read at several
   sites (cost x sites > MAX_DUPLICATED_OPS) stays a buffer; sibling consumers that read it at the
-  same element of the same loops, with all their other inputs ready before the first of them
-  (a GELU's erf term read by its output and by its derivative), count as one site: the scheduler
-  runs them in one loop, whose code computes a repeated subexpression once;
+  same element of the same loops, with all their other inputs ready before the first of them and
+  each of them kept in memory (a graph output or a library call's input: a GELU's erf term read by
+  its output and by its derivative), count as one site: the scheduler runs them in one loop, whose
+  code computes a repeated subexpression once. A sibling that could itself be inlined further (into
+  a consumer after a matmul, say) would carry the producer into another kernel, and a chain of such
+  producers (a residual stream) would be recomputed from its start in every layer;
 - a consumer that reads it broadcast (a smaller producer, e.g. a row statistic read per element)
   would recompute it per element; it stays a buffer (the scheduler puts it in the consumer's kernel);
 - a load whose index does not split into per-dim affine indices (reshapes across dims) stays a load;
@@ -157,11 +160,12 @@ def _value_at(producer: ComputedBuffer, load: Load, ranges) -> Expr | None:
     return _flat_value(producer, load.index)
 
 
-def _one_shared_site(producer: ComputedBuffer, consumers, position: dict[str, int]) -> bool:
+def _one_shared_site(producer: ComputedBuffer, consumers, position: dict[str, int], kept: set[str]) -> bool:
     """Whether the `consumers` of `producer` read it as siblings of one loop: pointwise over the same
-    ranges, each at one load site, all at the same index, and every other buffer they read computed
-    before the first of them (so the scheduler can fuse them there; `position`: program order)."""
-    if len(consumers) < 2 or not all(isinstance(c.body, Pointwise) for c in consumers):
+    ranges, each kept in memory (`kept`: graph outputs and library call inputs, never inlined), each
+    at one load site, all at the same index, and every other buffer they read computed before the
+    first of them (so the scheduler can fuse them there; `position`: program order)."""
+    if len(consumers) < 2 or not all(isinstance(c.body, Pointwise) and c.name in kept for c in consumers):
         return False
     if len({tuple(c.body.ranges) for c in consumers}) != 1:
         return False
@@ -257,6 +261,8 @@ def inline_pointwise(program: LoopProgram) -> tuple[LoopProgram, list[FusionDeci
             readers.setdefault(name, []).append(b.name)
     decisions: list[FusionDecision] = []
     outputs = {view.buffer for view in program.outputs}
+    extern_inputs = set().union(*(_reads(b) for b in program.buffers if isinstance(b, ExternCall)))
+    kept = outputs | extern_inputs
     removed = set()
     for name in order:
         producer = current[name]
@@ -270,7 +276,7 @@ def inline_pointwise(program: LoopProgram) -> tuple[LoopProgram, list[FusionDeci
             continue
         reason = _refusal(producer, consumers, elsewhere)
         # Refused for its load sites, it may still be inlined into siblings of one loop.
-        shared = (reason is not None and not elsewhere and _one_shared_site(producer, consumers, position)
+        shared = (reason is not None and not elsewhere and _one_shared_site(producer, consumers, position, kept)
                   and _refusal(producer, consumers, elsewhere, shared_site=True) is None)
         if shared:
             reason = None
