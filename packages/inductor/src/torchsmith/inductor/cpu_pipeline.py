@@ -32,6 +32,7 @@ from torchsmith.inductor.lowering.lower import lower
 from torchsmith.inductor.lowering.sink import sink_output_externs
 from torchsmith.inductor.runtime import compile_cache
 from torchsmith.inductor.runtime.cache_files import set_size_limit_mb
+from torchsmith.inductor.runtime.size_outputs import split_size_outputs
 from torchsmith.inductor.runtime.cached_program import (
     CachedProgramError,
     CppProgram,
@@ -196,7 +197,8 @@ def verify_loops_requested() -> bool:
 
 def compile_graph(graph: Graph, example_inputs=None, options: dict | None = None) -> CompiledGraph:
     """Compile `graph` for the CPU; the result, called with the graph's inputs, returns the same
-    list of outputs as `torchsmith.ir.interpret(graph, *inputs)`. `options` is compile_api's
+    list of outputs as `torchsmith.ir.interpret(graph, *inputs)` (sizes among them as Python ints:
+    `runtime.size_outputs`). `options` is compile_api's
     options dict; the C++ path reads `"cpp.threads"` (OpenMP threads of its kernels, None: OpenMP's
     default), `"layout_optimization"` (channels-last convolutions; default `LAYOUT_OPTIMIZATION`)
     and `"cache.size_limit_mb"` (the disk caches' bound, process-wide; see `cache_files`).
@@ -205,6 +207,9 @@ def compile_graph(graph: Graph, example_inputs=None, options: dict | None = None
     >>> fn(x)                            # doctest: +SKIP
     """
     options = options or {}
+    # Size outputs (ints the backward needs) are no kernel's business: computed per call from the
+    # inputs' sizes and put back among the outputs by the wrapper.
+    graph, sizes = split_size_outputs(graph)
     limit = options.get("cache.size_limit_mb")
     if limit is not None:
         set_size_limit_mb(limit)
@@ -237,11 +242,12 @@ def compile_graph(graph: Graph, example_inputs=None, options: dict | None = None
                 graph.name, cached.lowered, cached.program, cached.plan, cached.memory, cached.source, layout
             ),
         )
-    return CompiledGraph(
+    compiled = CompiledGraph(
         cached.program, state.library, list(cached.kernels), cached.source, state.graph, timings,
         steps=list(cached.plan.steps), memory_plan=cached.memory, decisions=decisions,
         threads=options.get("cpp.threads"),
     )  # fmt: skip
+    return compiled if sizes is None else sizes.wrap(compiled)
 
 
 def format_output_code(name: str, lowered, program, plan, memory, source: str, layout=None) -> str:

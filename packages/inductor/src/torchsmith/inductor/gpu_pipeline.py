@@ -29,6 +29,7 @@ from torchsmith.inductor.lowering.decompose import to_prims
 from torchsmith.inductor.lowering.inline import inline_pointwise
 from torchsmith.inductor.lowering.lower import lower
 from torchsmith.inductor.lowering.sink import sink_extern_inputs
+from torchsmith.inductor.runtime.size_outputs import split_size_outputs
 from torchsmith.inductor.runtime.triton_graph import TritonCompiledGraph
 from torchsmith.inductor.runtime.triton_launch import interpreting, load_kernels
 from torchsmith.inductor.runtime.triton_workers import start_workers
@@ -158,6 +159,7 @@ def compile_graph_triton(graph: Graph, example_inputs=None, options: dict | None
     the fusion groups (tests). Returns a callable: `compiled(*inputs) -> list[Tensor]`.
     """
     options = options or {}
+    graph, sizes = split_size_outputs(graph)  # ints computed per call from the inputs' sizes
     state = GpuState(graph, options, groups=None if groups is None else tuple(tuple(g) for g in groups))
     state = replace(state, fixed_groups=groups is not None)
     timings = {}
@@ -184,8 +186,8 @@ def compile_graph_triton(graph: Graph, example_inputs=None, options: dict | None
     if options.get("triton.cudagraphs"):
         from torchsmith.inductor.runtime.cuda_graphs import cudagraphify
 
-        return cudagraphify(compiled, mutated_inputs=options.get("mutated_inputs", ()))
-    return compiled
+        compiled = cudagraphify(compiled, mutated_inputs=options.get("mutated_inputs", ()))
+    return compiled if sizes is None else sizes.wrap(compiled)
 
 
 def _half_precision_convolutions(graph: Graph) -> bool:

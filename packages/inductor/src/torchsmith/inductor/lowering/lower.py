@@ -251,6 +251,7 @@ def lower(graph: Graph, *, addmm: bool = False, layout=None, scatter_loops: bool
         library,
         pointwise,
         reductions,
+        sizes,
         views,
     )
     from torchsmith.inductor.lowering.fallback import foreign_dtype, lower_fallback
