@@ -91,7 +91,10 @@ def test_transformer_encoder_block(compare):
     graph, inputs = encoder_graph()
     result = compare(graph, inputs, atol=1e-4)
     report = result.program.report
-    assert report.saved_bytes < report.save_all_bytes
+    # The feed-forward GELU's output (read by the second linear and by its weight gradient) is saved,
+    # not recomputed; the block still recomputes views and other cheap values.
+    assert report.saved_bytes <= report.save_all_bytes and report.recomputed_nodes > 0
+    assert "aten.gelu.default" not in result.program.backward_graph.ops()
 
 
 def test_convnet_with_batchnorm_in_train_mode_updates_running_stats(compare):

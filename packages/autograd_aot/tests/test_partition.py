@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from torchsmith.autograd_aot import aot_eager, can_recompute, functionalize, partition, trace
+from torchsmith.autograd_aot.partition import reads_from_memory
 from torchsmith.ir import GraphBuilder, TensorType
 
 
@@ -59,6 +60,44 @@ def test_matmul_is_saved_and_cheap_ops_after_it_recomputed(compare):
     assert "aten.gelu.default" not in saved_ops
     assert "aten.gelu.default" in program.backward_graph.ops()  # recomputed from the saved matmul
     assert program.report.saved_bytes < program.report.save_all_bytes
+
+
+def two_linear_layers():
+    b = GraphBuilder("linear_gelu_linear")
+    x = b.input("x", f32(32, 64))
+    w1, w2 = b.input("w1", f32(128, 64, grad=True)), b.input("w2", f32(16, 128, grad=True))
+    h = b.op("torch.nn.functional.gelu", b.op("torch.nn.functional.linear", x, w1))
+    return b.build(b.op("torch.nn.functional.linear", h, w2))
+
+
+@pytest.mark.parametrize("level", ["aten", "prims"])
+def test_value_two_matmuls_read_is_saved_not_recomputed(compare, level):
+    # The GELU's output is the second matmul's input in the forward and its weight gradient's in the
+    # backward: the forward writes it anyway, so it is saved rather than recomputed by the backward.
+    decompose = pytest.importorskip("torchsmith.prims").decompose if level == "prims" else None
+    inputs = [torch.randn(32, 64), torch.randn(128, 64, requires_grad=True),
+              torch.randn(16, 128, requires_grad=True)]
+    program = compare(two_linear_layers(), inputs, decompose=decompose).program
+    producer = {v.name: n.op for n in program.forward_graph.nodes for v in n.outputs}
+    gelu_output = next(n.inputs[0] for n in program.forward_graph.nodes
+                       if n.op in ("aten.mm.default", "prims.mm") and n.inputs[0].name != "x")
+    while producer[gelu_output.name].startswith(("aten.view", "aten.t.", "prims.reshape")):
+        gelu_output = next(n.inputs[0] for n in program.forward_graph.nodes if gelu_output in n.outputs)
+    assert gelu_output.name in program.report.saved_values
+    if level == "aten":
+        assert "aten.gelu.default" not in program.backward_graph.ops()  # not recomputed
+    else:
+        assert "prims.erf" not in program.backward_graph.ops()
+
+
+@pytest.mark.parametrize(
+    "op, expected",
+    [("aten.mm.default", True), ("aten.addmm.default", True), ("aten.convolution.default", True),
+     ("prims.mm", True), ("prims.scaled_dot_product_attention", True), ("aten.add.Tensor", False),
+     ("prims.add", False), ("aten.sum.dim_IntList", False)],
+)
+def test_library_ops_read_from_memory(op, expected):
+    assert reads_from_memory(op) is expected
 
 
 def test_partition_outputs_and_inputs_line_up():

@@ -132,6 +132,8 @@ def test_training_step_matches_eager(make):
             torch.testing.assert_close(a.grad, e.grad, atol=1e-5, rtol=1e-4)
     assert len(fn.programs) == 1
     report = fn.last_program.report
-    assert report.saved_bytes < report.save_all_bytes
+    # Saved whatever its size: a GELU output that a matmul reads in the forward and its weight
+    # gradient in the backward; cheap values only the backward's own ops read are recomputed.
+    assert report.saved_bytes <= report.save_all_bytes and report.recomputed_nodes > 0
     backward_ops = fn.last_program.backward_graph.ops()
     assert not any("bernoulli" in op for op in backward_ops)  # masks are saved, never redrawn

@@ -6,6 +6,12 @@ minimum cut: every candidate value `v` becomes an edge `v_in -> v_out` whose cap
 bytes; data edges are infinite; the source feeds values that cannot be recomputed (inputs, matmuls,
 convolutions, reductions, random ops, ...) and the sink drains values the backward reads. The
 cheapest cut is the set of values to save; whatever lies on the sink side is recomputed.
+
+One kind of value is saved whatever its size: a pointwise result that a library op (matmul,
+convolution, attention) reads in the forward and again in the backward, as a GELU's output is read
+by the next layer's matmul and by that matmul's weight gradient. Both library calls need it in
+memory, so the forward writes it anyway, and a backward recomputing it would spend a kernel pass
+writing it again just to hand it to the library; eager keeps it too (the matmul saves its input).
 """
 
 import dataclasses
@@ -57,6 +63,74 @@ def can_recompute(op: str) -> bool:
     if is_view_op(op) or op.rsplit(".", 1)[0] in _RECOMPUTABLE:
         return True
     return torch.Tag.pointwise in tags
+
+
+# ATen ops that read their tensor arguments from memory (library calls no code generator fuses
+# into); in prims graphs those are the ops of kind "library".
+_LIBRARY_ATEN = frozenset({
+    "aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten.convolution", "aten.convolution_backward",
+    "aten._scaled_dot_product_flash_attention_for_cpu", "aten._scaled_dot_product_efficient_attention",
+    "aten._scaled_dot_product_flash_attention",
+})
+# prims that rename memory rather than compute (a library call reads through them).
+_VIEW_PRIMS = frozenset({"prims.reshape", "prims.collapse", "prims.split_dim"})
+
+
+def reads_from_memory(op: str) -> bool:
+    """Whether `op` is a library call that reads its tensor arguments from memory (matmuls,
+    convolutions, attention): a value it reads must be materialized, whatever its producer."""
+    if op.startswith("prims."):
+        return _prim_kind(op) == "library"
+    return op.rsplit(".", 1)[0] in _LIBRARY_ATEN
+
+
+def _renames_memory(op: str) -> bool:
+    if op.startswith("prims."):
+        return op in _VIEW_PRIMS or _prim_kind(op) == "view"
+    return op.startswith("aten.") and is_view_op(op)
+
+
+def _library_readers(graph: Graph) -> dict[str, list[int]]:
+    """For each value, the indices of the library nodes (`reads_from_memory`) that read it directly
+    or through a chain of views."""
+    readers: dict[str, list[int]] = {}
+    for i, node in enumerate(graph.nodes):
+        for v in node.inputs:
+            readers.setdefault(v.name, []).append(i)
+    found: dict[str, list[int]] = {}
+
+    def library_of(name: str) -> list[int]:
+        if name not in found:
+            found[name] = []  # a view chain is acyclic; this only stops a revisit
+            result = []
+            for i in readers.get(name, ()):
+                node = graph.nodes[i]
+                if reads_from_memory(node.op):
+                    result.append(i)
+                elif _renames_memory(node.op):
+                    for out in node.outputs:
+                        result.extend(library_of(out.name))
+            found[name] = result
+        return found[name]
+
+    return {name: library_of(name) for name in list(readers)}
+
+
+def _materialized_on_both_sides(graph: Graph, candidates: dict[str, Value], producer: dict,
+                                backward_only: set[str], forward_outputs: set[str]) -> set[str]:
+    """Recomputable forward values that a library op reads in the backward and that the forward
+    materializes anyway (a forward library op reads them, or the forward returns them): saving them
+    costs no extra pass, recomputing them costs one (see the module docstring)."""
+    library = _library_readers(graph)
+    chosen = set()
+    for name in candidates:
+        node = producer.get(name)
+        if node is None or not can_recompute(node.op) or _renames_memory(node.op):
+            continue
+        sides = {graph.nodes[i].outputs[0].name in backward_only for i in library.get(name, ())}
+        if True in sides and (False in sides or name in forward_outputs):
+            chosen.add(name)
+    return chosen
 
 
 def nbytes(value: Value) -> int:
@@ -193,7 +267,11 @@ def partition(joint: Graph, num_inputs: int, num_forward_outputs: int, *,
     # Inputs cost nothing to keep, except mutated ones: those must be saved as a copy.
     mutated_names = {primals[i].name for i in mutated_inputs}
     if saved_names is None:
-        saved = _min_cut(candidates, producer, primal_names - mutated_names, needed_by_backward)
+        # Values to save whatever their size enter the cut as free values nothing can recompute.
+        kept = _materialized_on_both_sides(joint, candidates, producer, backward_only,
+                                           {v.name for v in fw_outputs})
+        cut_producer = {name: node for name, node in producer.items() if name not in kept}
+        saved = _min_cut(candidates, cut_producer, (primal_names - mutated_names) | kept, needed_by_backward)
     else:
         wanted = set(saved_names)
         saved = [v for name, v in candidates.items() if name in wanted]
