@@ -315,3 +315,46 @@ def test_iterated_module_members_are_guarded_through_the_module_dicts(compile_wi
     assert "get_parameter(" not in guards and "get_submodule(" not in guards
     net.body[1].weight = torch.nn.Parameter(torch.randn(2, 4) * 5)
     torch.testing.assert_close(compiled(x), net(x))
+
+
+def _maybe_off(enabled: bool):
+    """transformers' `maybe_autocast` where autocast is off: a nullcontext made inside the function."""
+    import contextlib
+
+    return contextlib.nullcontext() if not enabled else torch.no_grad()
+
+
+def test_nullcontext_block_is_captured_in_one_graph(compile_with, backend):
+    import contextlib
+
+    def f(x):
+        with _maybe_off(False):
+            y = x.sin() * 2
+        with contextlib.nullcontext(x) as same:
+            z = same.cos()
+        return y + z
+
+    x = torch.randn(5, requires_grad=True)
+    out = compile_with(f)(x)
+    torch.testing.assert_close(out, f(x))
+    assert out.requires_grad  # a nullcontext does not touch grad mode
+    assert len(backend.graphs) == 1
+
+
+def test_graph_break_inside_a_nullcontext_block_resumes_correctly(compile_with, backend):
+    import contextlib
+
+    def f(x):
+        with contextlib.nullcontext():
+            y = x * 2
+            if y.sum() > 0:  # a data-dependent branch: a graph break
+                y = y + 1
+        return y.sum()
+
+    x = torch.randn(4, requires_grad=True)
+    out = compile_with(f)(x)
+    torch.testing.assert_close(out, f(x))
+    assert out.requires_grad and torch.is_grad_enabled()
+    assert len(backend.graphs) == 2  # before the branch and after it, inside the block
+    with torch.no_grad():
+        assert not compile_with(f)(x).requires_grad

@@ -141,7 +141,8 @@ class CallOps(BuiltinOps, PythonStateOps):
                 return self.call_tensor_method(fn.obj, fn.name, args, kwargs)
             return self.call_container_method(fn.obj, fn.name, args, kwargs)
         if isinstance(fn, WithExitVar):
-            self.set_grad_mode(fn.ctx.previous)
+            if fn.ctx is not None:  # None: a nullcontext's exit, which changes nothing
+                self.set_grad_mode(fn.ctx.previous)
             return ConstVar(None)
         if isinstance(fn, ConstVar):
             return self.call_value(fn, args, kwargs, depth)
@@ -169,7 +170,8 @@ class CallOps(BuiltinOps, PythonStateOps):
             self.set_grad_mode(mode)  # takes effect at the call, like eager
             return ctx
         if isinstance(value, RestoreGradMode):
-            self.set_grad_mode(value.previous)
+            if value.previous is not None:  # None: a nullcontext block's exit
+                self.set_grad_mode(value.previous)
             return ConstVar(False)
         if value is torch.is_grad_enabled:
             return ConstVar(self.grad_enabled)

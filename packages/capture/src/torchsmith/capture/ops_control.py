@@ -1,5 +1,7 @@
 """Opcode handlers for control flow: jumps, loops, `with`, returns, function creation, raising."""
 
+import contextlib
+
 import torch
 
 from torchsmith.capture.errors import Unsupported
@@ -9,7 +11,9 @@ from torchsmith.capture.variables import (
     FunctionVar,
     GradModeVar,
     IteratorVar,
+    ObjectVar,
     TensorVar,
+    VariableTracker,
     WithExitVar,
 )
 
@@ -91,8 +95,15 @@ class ControlOps:
         ctx = frame.pop()
         if isinstance(ctx, ConstVar) and type(ctx.value) in (torch.no_grad, torch.enable_grad):
             ctx = GradModeVar(type(ctx.value) is torch.enable_grad)
+        entered = null_context_value(ctx)
+        if entered is not None:  # `with nullcontext(v) as t`: t is v, and leaving changes nothing
+            frame.push(WithExitVar(None))
+            frame.push(entered)
+            return
         if not isinstance(ctx, GradModeVar):
-            raise Unsupported(f"context manager {ctx.describe()} is not supported (only grad-mode contexts)")
+            raise Unsupported(
+                f"context manager {ctx.describe()} is not supported (only grad-mode contexts and nullcontext)"
+            )
         if ctx.previous is None:
             ctx.previous = self.grad_enabled
         self.set_grad_mode(ctx.enabled)
@@ -150,3 +161,16 @@ class ControlOps:
             frame.push(self.wrap_unguarded(getattr(module.value, ins.argval)))
         except AttributeError as e:
             raise Unsupported(f"cannot import name {ins.argval!r}: {e}") from e
+
+
+def null_context_value(ctx) -> VariableTracker | None:
+    """What `with ctx as t` binds to `t` when `ctx` is a `contextlib.nullcontext` (made inside the
+    captured code or passed in with a constant `enter_result`), else None. Such a block runs its
+    body unchanged: transformers returns one from `maybe_autocast` where autocast is off."""
+    if isinstance(ctx, ObjectVar) and ctx.cls is contextlib.nullcontext:
+        return ctx.attrs.get("enter_result", ConstVar(None))
+    if isinstance(ctx, ConstVar) and type(ctx.value) is contextlib.nullcontext:
+        result = ctx.value.enter_result
+        if result is None or isinstance(result, (bool, int, float, str)):
+            return ConstVar(result)
+    return None

@@ -168,7 +168,7 @@ class Codegen:
         if isinstance(v, CellVar) and id(v) in self.cell_names:
             return self.cell_names[id(v)]
         if isinstance(v, WithExitVar):
-            return f"{self.ns.name_of(RestoreGradMode)}({v.ctx.previous!r})"
+            return f"{self.ns.name_of(RestoreGradMode)}({None if v.ctx is None else v.ctx.previous!r})"
         if isinstance(v, FunctionVar) and not v.kwdefaults:
             defaults = "(" + "".join(self.expr(d) + ", " for d in v.defaults) + ")"
             closure = "(" + "".join(self.expr(c) + ", " for c in v.closure) + ")" if v.closure else "None"

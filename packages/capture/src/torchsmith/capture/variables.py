@@ -224,26 +224,29 @@ class GradModeVar(VariableTracker):
 
 
 class WithExitVar(VariableTracker):
-    """The `__exit__` BEFORE_WITH pushed for a grad-mode context."""
+    """The `__exit__` BEFORE_WITH pushed for a grad-mode context (`ctx`), or for a
+    `contextlib.nullcontext` (`ctx` None: leaving it changes nothing)."""
 
     __slots__ = ("ctx",)
 
-    def __init__(self, ctx: GradModeVar):
+    def __init__(self, ctx: GradModeVar | None):
         super().__init__(None)
         self.ctx = ctx
 
 
 class RestoreGradMode:
     """The `__exit__` a resume function receives for a grad-mode `with` block that a graph break
-    interrupted: called at the end of the block, it restores the grad mode from before the block."""
+    interrupted: called at the end of the block, it restores the grad mode from before the block
+    (`previous` None: the block was a nullcontext's, and nothing is restored)."""
 
     __slots__ = ("previous",)
 
-    def __init__(self, previous: bool):
+    def __init__(self, previous: bool | None):
         self.previous = previous
 
     def __call__(self, *exc_info) -> bool:
-        torch._C._set_grad_enabled(self.previous)
+        if self.previous is not None:
+            torch._C._set_grad_enabled(self.previous)
         return False  # never swallow an exception
 
     def __reduce__(self):
