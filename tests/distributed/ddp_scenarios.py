@@ -87,8 +87,19 @@ def recording_backend(events: list):
 def allreduce_order(rank, world_size, name: str) -> dict:
     """With the split at buckets and without: the order of backward pieces and bucket all-reduce
     launches in the last of three steps, recorded by the compiled backwards and by a DDP comm hook
-    (which launches each bucket's all-reduce), and DDP's buckets (parameter names)."""
-    return {split: _allreduce_order(world_size, name, split) for split in (True, False)}
+    (which launches each bucket's all-reduce), and DDP's buckets (parameter names); and the buckets
+    eager DDP rebuilt ("eager")."""
+    result = {split: _allreduce_order(world_size, name, split) for split in (True, False)}
+    model, ddp = wrap(name, "eager", None)
+    train(model, ddp, batches(name, dist.get_rank(), STEPS))
+    result["eager"] = {"buckets": bucket_names(model, ddp)}
+    return result
+
+
+def bucket_names(model, ddp) -> list[list[str]]:
+    """DDP's buckets, bucket 0 first, as the names of their parameters in `model`."""
+    return [[n for n, p in model.named_parameters() if any(p is q for q in b.parameters())]
+            for b in ddp.reducer._get_zeros_like_grad_buckets()]
 
 
 def _allreduce_order(world_size, name: str, split: bool) -> dict:
@@ -110,6 +121,4 @@ def _allreduce_order(world_size, name: str, split: bool) -> dict:
         optimizer.zero_grad()
         loss_of(ddp(x)).backward()
         optimizer.step()
-    buckets = [[n for n, p in model.named_parameters() if any(p is q for q in b.parameters())]
-               for b in ddp.reducer._get_zeros_like_grad_buckets()]
-    return {"events": list(events), "buckets": buckets}
+    return {"events": list(events), "buckets": bucket_names(model, ddp)}

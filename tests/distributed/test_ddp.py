@@ -99,6 +99,8 @@ def test_allreduce_starts_before_the_last_backward_piece(ranks, name):
     backwards, allreduces = _positions(split["events"], "backward"), _positions(split["events"], "allreduce")
     assert len(backwards) > 1 and allreduces, split["events"]
     assert allreduces[0] < backwards[-1], f"no all-reduce started before the last backward piece: {split}"
+    # DDP rebuilt the buckets eager DDP rebuilds, each completed by one piece's backward
+    assert split["buckets"] == result["eager"]["buckets"], (split["buckets"], result["eager"]["buckets"])
     # every bucket's all-reduce is launched, in bucket order
     assert [split["events"][i][1] for i in allreduces] == list(range(len(split["buckets"])))
     # with the cut planned from the buckets DDP rebuilt after the first step, every backward piece

@@ -277,3 +277,64 @@ def test_guarded_pieces_compiled_forwards_and_backwards_skip_their_input_checks(
     torch.testing.assert_close(out, expected)
     for a, b in zip(got, (p.grad for p in model.parameters())):
         torch.testing.assert_close(a, b)
+
+
+def accumulation_order(params) -> tuple[list, list]:
+    """A list that gets, in order, each of `params` whose gradient autograd accumulates (as DDP's
+    reducer records them to rebuild its buckets); and the hook handles."""
+    order = []
+    handles = [p.register_post_accumulate_grad_hook(lambda p: order.append(p)) for p in params]
+    return order, handles
+
+
+@pytest.mark.skipif(not torch.distributed.is_available(), reason="torch.distributed is not available")
+@pytest.mark.parametrize("make", [MLP, lambda: GeluMLP(width=16, depth=4)])
+def test_pieces_hand_gradients_over_in_the_planned_order_until_the_buckets_are_final(monkeypatch, make):
+    # A piece's backward returns its parameters' gradients at once; autograd's own order among
+    # them split the rebuilt buckets across pieces. Until DDP's buckets are final the pieces hand
+    # them over in the order the plan assumed (eager's), so DDP rebuilds the planned buckets.
+    from torchsmith.distributed import ddp_backend
+
+    torch.manual_seed(0)
+    model = make()
+    x = torch.randn(4, model.blocks[0].lin.in_features)
+    graph, inputs = captured_graph(model, x)
+    plan = plan_split(graph, inputs, FakeDDP(model, 520))
+    assert plan.cuts
+    monkeypatch.setattr(ddp_backend, "active_ddp_module", lambda: None)  # buckets not final yet
+    runner = PiecewiseCall(torchsmith.lookup_backend("aot_eager"), graph, split_graph(graph, list(plan.cuts)),
+                           planned_final=False, ready_order=plan.ready_order)
+    by_name = dict(zip((v.name for v in graph.inputs), inputs))
+    planned = [by_name[name] for name in plan.ready_order]
+    for _ in range(2):  # the first call compiles the pieces, the second runs them as compiled
+        model.zero_grad()
+        order, handles = accumulation_order(model.parameters())
+        (out,) = runner(*inputs)
+        out.sum().backward()
+        for handle in handles:
+            handle.remove()
+        assert [id(p) for p in order] == [id(p) for p in planned], (
+            [n for p in order for n, q in model.named_parameters() if p is q])
+    got = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    expected = model(x)
+    eager_order, _ = accumulation_order(model.parameters())
+    expected.sum().backward()
+    # the plan's order is eager's
+    assert [id(p) for p in eager_order] == [id(p) for p in planned]
+    torch.testing.assert_close(out, expected)
+    for a, b in zip(got, (p.grad for p in model.parameters())):
+        torch.testing.assert_close(a, b)
+
+
+def test_pieces_pass_parameters_as_they_are_once_the_buckets_are_final():
+    torch.manual_seed(0)
+    model = GeluMLP(width=16, depth=3)
+    graph, inputs = captured_graph(model, torch.randn(4, 16))
+    plan = plan_split(graph, inputs, FakeDDP(model, 520))
+    runner = PiecewiseCall(torchsmith.lookup_backend("aot_eager"), graph, split_graph(graph, list(plan.cuts)),
+                           planned_final=True, ready_order=plan.ready_order)
+    (out,) = runner(*inputs)
+    # the last piece's backward node hands the head's gradients to the parameters themselves
+    accumulated = [f.variable for f, _ in out.grad_fn.next_functions if hasattr(f, "variable")]
+    assert any(p is model.head.weight for p in accumulated), out.grad_fn.next_functions

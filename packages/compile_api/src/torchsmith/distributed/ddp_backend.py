@@ -8,6 +8,8 @@ own stage fallback, and its backward is a separate autograd node, so DDP's reduc
 gradients of a bucket, and starts its all-reduce, while the backward of earlier pieces still runs.
 DDP rebuilds its buckets once, after the first backward, from the order gradients came in; a cut
 planned before that is planned again with the rebuilt buckets on the next call (`PiecewiseCall`).
+Until then the pieces hand their parameters' gradients over in the order the plan assumed, so the
+rebuilt buckets are the planned ones and each is still completed by one piece (`GradientOrder`).
 With `options={"ddp.split_at_buckets": False}`, or outside DDP, graphs are compiled whole.
 """
 
@@ -45,15 +47,18 @@ class BucketSplitBackend:
         ddp = active_ddp_module() if self.enabled else None
         if ddp is None:
             return self.backend(graph, example_inputs)
-        pieces = cut_at_buckets(graph, example_inputs, ddp)
-        if pieces is None:
+        cut = cut_at_buckets(graph, example_inputs, ddp)
+        if cut is None:
             return self.backend(graph, example_inputs)
-        return PiecewiseCall(self.backend, graph, pieces, planned_final=has_final_buckets(ddp))
+        pieces, ready_order = cut
+        return PiecewiseCall(self.backend, graph, pieces, planned_final=has_final_buckets(ddp),
+                             ready_order=ready_order)
 
 
-def cut_at_buckets(graph: Graph, example_inputs, ddp) -> list[Piece] | None:
-    """`graph` cut at `ddp`'s buckets, or None where it is compiled whole (one bucket, no safe cut,
-    a piece that could not bind its sizes, a failed plan: each logged)."""
+def cut_at_buckets(graph: Graph, example_inputs, ddp) -> tuple[list[Piece], tuple[str, ...]] | None:
+    """`graph` cut at `ddp`'s buckets, and the order the cut assumes the parameters' gradients
+    become ready in (`SplitPlan.ready_order`); None where it is compiled whole (one bucket, no safe
+    cut, a piece that could not bind its sizes, a failed plan: each logged)."""
     try:
         plan = plan_split(graph, example_inputs, ddp)
         pieces = split_graph(graph, list(plan.cuts)) if plan.cuts else []
@@ -72,7 +77,7 @@ def cut_at_buckets(graph: Graph, example_inputs, ddp) -> list[Piece] | None:
     log.info("%s", plan.describe(graph))
     emit("compile_api", "ddp_split", graph=graph, cuts=plan.cuts, buckets=plan.buckets,
          pieces=[p.graph for p in pieces])
-    return pieces
+    return pieces, plan.ready_order
 
 
 class PiecewiseCall:
@@ -81,13 +86,17 @@ class PiecewiseCall:
 
     A cut planned before DDP's buckets were final (`planned_final=False`: predicted from the forward
     order) is planned again on the first call after DDP rebuilt them from the order the pieces'
-    gradients came in, and the graph is cut anew where the buckets moved to other pieces."""
+    gradients came in, and the graph is cut anew where the buckets moved to other pieces. Until
+    then each call's gradients reach the parameters in `ready_order` (`GradientOrder`), which DDP
+    records and rebuilds the buckets from: the rebuilt buckets are those planned, and the cut stays."""
 
-    def __init__(self, backend, graph: Graph, pieces: list[Piece], planned_final: bool = True):
+    def __init__(self, backend, graph: Graph, pieces: list[Piece], planned_final: bool = True,
+                 ready_order: tuple[str, ...] = ()):
         self.backend, self.graph = backend, graph
         self.input_names = [v.name for v in graph.inputs]
         self.output_names = [v.name for v in graph.outputs]
         self.planned_final = planned_final
+        self.ready_order = ready_order
         self.inputs_guarded = False  # set by assume_example_signature
         self._use(pieces)
 
@@ -100,6 +109,7 @@ class PiecewiseCall:
         for k, piece in enumerate(pieces):
             self.producers.append(tuple(sorted({made_by[n] for n in piece.reads} - {-1})))
             made_by.update(dict.fromkeys(piece.writes, k))
+        self.gradient_order = GradientOrder.of(pieces, self.ready_order)
 
     def assume_example_signature(self) -> None:
         """The caller (capture, whose guards check every input's signature before each call)
@@ -114,9 +124,13 @@ class PiecewiseCall:
         if not self.planned_final:
             self._cut_at_final_buckets(args)
         env = dict(zip(self.input_names, args))
+        # DDP builds its final buckets from the order this call's gradients come in
+        ordered = not self.planned_final and torch.is_grad_enabled()
         # per piece: whether it ran its one compiled program in this call (known output layouts)
         compiled_ran = [False] * len(self.pieces)
         for k, piece in enumerate(self.pieces):
+            if ordered:
+                self.gradient_order.pass_through(k, env)
             piece_args = [env[name] for name in piece.reads]
             run = self.compiled[k]
             known = self.inputs_guarded and all(compiled_ran[j] for j in self.producers[k])
@@ -131,6 +145,8 @@ class PiecewiseCall:
             else:
                 outputs = run(*piece_args)
             env.update(zip(piece.writes, outputs))
+        if ordered:
+            env.update(zip(self.input_names, args))  # a graph output that is an input is that input
         return [env[name] for name in self.output_names]
 
     def _cut_at_final_buckets(self, args) -> None:
@@ -138,15 +154,54 @@ class PiecewiseCall:
         if ddp is None or not has_final_buckets(ddp):
             return
         self.planned_final = True
-        pieces = cut_at_buckets(self.graph, list(args), ddp)
-        if pieces is None:
+        cut = cut_at_buckets(self.graph, list(args), ddp)
+        if cut is None:
             pieces = [Piece(self.graph, tuple(self.input_names), tuple(self.output_names))]
+        else:
+            pieces = cut[0]
         if [p.graph.nodes for p in pieces] == [p.graph.nodes for p in self.pieces]:
             return
         log.info("graph %s cut again at DDP's rebuilt buckets: %d piece(s), were %d", self.graph.name,
                  len(pieces), len(self.pieces))
         emit("compile_api", "ddp_recut", graph=self.graph, pieces=[p.graph for p in pieces])
         self._use(pieces)
+
+
+class GradientOrder:
+    """Hands each call's parameter gradients to the parameters in a chosen order.
+
+    The gradients a piece's backward returns all become ready at once, and autograd accumulates
+    them in the order its ready queue pops nodes of equal priority: no order DDP's bucket rebuild
+    should depend on (it filled a bucket with the weight a piece returned first, so every later
+    bucket took a parameter of the next piece and waited for that piece's backward). So, before
+    each piece, the parameters it reads first are passed through a view each, made last for the
+    gradient wanted first: autograd runs ready nodes latest-made first, and each view's backward
+    hands its gradient on to the parameter at once. Views of a whole parameter cost no copy, and
+    they are made only for the calls whose backward DDP records the order of."""
+
+    def __init__(self, before: tuple[tuple[str, ...], ...]):
+        self.before = before  # per piece: the parameters to pass through a view, in making order
+
+    @staticmethod
+    def of(pieces: list[Piece], ready_order: tuple[str, ...]) -> "GradientOrder":
+        """The order for `pieces`: each parameter in `ready_order` (gradient wanted first, first)
+        gets its view before the first piece that reads it."""
+        first_reader: dict[str, int] = {}
+        for k, piece in enumerate(pieces):
+            for name in piece.reads:
+                first_reader.setdefault(name, k)
+        before: list[list[str]] = [[] for _ in pieces]
+        for name in reversed(ready_order):
+            if name in first_reader:
+                before[first_reader[name]].append(name)
+        return GradientOrder(tuple(map(tuple, before)))
+
+    def pass_through(self, k: int, env: dict) -> None:
+        """Replace the parameters piece `k` reads first in `env` by views made in order."""
+        for name in self.before[k]:
+            x = env[name]
+            if isinstance(x, torch.Tensor) and x.requires_grad:
+                env[name] = x.view_as(x)
 
 
 def _static_aot(run):

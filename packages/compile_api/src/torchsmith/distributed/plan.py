@@ -10,11 +10,14 @@ safe (`split.safe_cuts`) moves to the nearest safe position in front of it, whic
 the bucket no later than the piece's backward.
 
 The cut is first planned when the graph compiles (DDP's first forward), from buckets predicted
-from the forward order. DDP then rebuilds its buckets, once, from the order the pieces' backwards
-produced gradients in; within one piece that order is autograd's, not the forward's, so a rebuilt
-bucket may take parameters from other pieces (GPT-2's took some from three). On the next call the
-cut is planned again from the rebuilt buckets, which are final (`buckets.fixed_buckets`), and the
-graph is cut anew where that moves a cut (`ddp_backend.PiecewiseCall`).
+from the forward order (`SplitPlan.ready_order`). DDP then rebuilds its buckets, once, from the
+order the pieces' backwards produced gradients in. Within one piece that order would be autograd's,
+and a rebuilt bucket would take parameters of the next piece and wait for its backward; so until
+then the pieces hand the gradients over in the predicted order (`ddp_backend.GradientOrder`) and
+DDP rebuilds the predicted buckets. On the next call the cut is planned again from the rebuilt
+buckets, which are final (`buckets.fixed_buckets`), and the graph is cut anew where that moves a
+cut (`ddp_backend.PiecewiseCall`): where they differ from those predicted (parameters that other
+graphs or eager code also use).
 """
 
 from dataclasses import dataclass
@@ -33,6 +36,8 @@ class SplitPlan:
     cuts: tuple[int, ...]
     buckets: tuple[tuple[str, ...], ...]
     wanted: tuple[int, ...]  # where each bucket's all-reduce can launch, before moving to a safe cut
+    ready_order: tuple[str, ...] = ()  # the reduced parameters, in the order the buckets assume
+    # their gradients become ready (`plan_split` says which)
 
     def describe(self, graph: Graph) -> str:
         """One line for the logs: buckets, cuts, and why a wanted cut moved or went."""
@@ -61,12 +66,15 @@ def plan_split(graph: Graph, example_inputs, ddp: torch.nn.Module) -> SplitPlan:
     reduced = {id(p) for p in reduced_parameters(ddp)}
     uses = first_uses(graph)
     params = [
-        (uses[v.name], i, v.name) for i, (v, x) in enumerate(zip(graph.inputs, example_inputs))
-        if id(x) in reduced and v.name in uses
+        (uses[v.name], x.numel() * x.element_size(), i, v.name)
+        for i, (v, x) in enumerate(zip(graph.inputs, example_inputs)) if id(x) in reduced and v.name in uses
     ]
-    # gradients become ready last use first; of two parameters first read by one node, the later
-    # argument's first (a linear layer's bias before its weight), as eager's backward produces them
-    params.sort(key=lambda t: (-t[0], -t[1]))
+    # Gradients become ready last use first. Of parameters first read by one node, the smaller
+    # first: a bucket that a large weight fills then ends with that node, not inside it, and a
+    # layer's bias joins its weight's bucket (eager's order for linear and addmm layers); among
+    # equal sizes the one read first (eager's for layer_norm's weight and bias).
+    params.sort(key=lambda t: (-t[0], t[1], t[2]))
+    params = [(use, i, name) for use, _, i, name in params]
     fixed = fixed_buckets(ddp)
     if fixed is not None:  # DDP's own buckets, final from the start
         position = {id(example_inputs[i]): k for k, (_, i, _) in enumerate(params)}
@@ -90,4 +98,4 @@ def plan_split(graph: Graph, example_inputs, ddp: torch.nn.Module) -> SplitPlan:
         if candidates:
             cuts.add(candidates[-1])
     named = tuple(tuple(params[k][2] for k in bucket) for bucket in buckets)
-    return SplitPlan(tuple(sorted(cuts)), named, tuple(wanted))
+    return SplitPlan(tuple(sorted(cuts)), named, tuple(wanted), tuple(name for _, _, name in params))
