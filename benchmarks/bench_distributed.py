@@ -11,7 +11,10 @@ each is timed alone (compile + run), and a second one runs untimed (DDP rebuilds
 the first backward, and torchsmith plans its cut again from them); then the configurations take
 turns, `--steps` SGD steps each per round, each round starting with the next configuration so that
 none always runs right after another, and a configuration's step time is the median over rounds of
-rank 0's time per step (ranks meet at a barrier before every round). Beside it, rank 0's CPU time
+rank 0's time per step (ranks meet at a barrier before every round). Its speed against eager under
+the same wrapper is given twice: the ratio of the medians, and the median over rounds of the ratio
+within a round (paired: the configurations of one round ran within a second or two of each other,
+so load from other processes that comes and goes between rounds cancels). Beside it, rank 0's CPU time
 per step: what its main thread computed (forward, backward, optimizer, FSDP's copies); the rest of a
 step is waiting on collectives, which gloo's threads run. DDP's buckets are capped at `--bucket-mb`
 so these small models span several buckets, as large ones do at DDP's default 25 MB. Each rank runs
@@ -179,6 +182,11 @@ def measure(name: str, args) -> dict:
         return json.loads(pathlib.Path(out).read_text())
 
 
+def paired_ratio(base_rounds: list[float], rounds: list[float]) -> float:
+    """The median over rounds of base's time / this time within the same round."""
+    return statistics.median(b / t for b, t in zip(base_rounds, rounds))
+
+
 def table(results: dict, info: dict, args) -> str:
     lines = [
         "# Distributed training step: eager, torch.compile and torchsmith (gloo, 2 ranks, CPU)",
@@ -189,24 +197,29 @@ def table(results: dict, info: dict, args) -> str:
         f"{info['platform']}; Python {info['python']}, torch {info['torch']}; {info['date']}.",
         f"Step = forward, backward (gradients all-reduced or reduce-scattered over gloo) and an SGD step; "
         f"median over {args.rounds} interleaved rounds of {args.steps} steps, rank 0's wall time; "
-        f"DDP buckets capped at {args.bucket_mb} MB. CPU ms = rank 0's main-thread CPU time per step "
-        "(median over the same rounds): the step's compute; the rest of its wall time waits on collectives. "
-        "First step = compile + first run. Speedup > 1: faster than eager under the same wrapper. "
+        f"DDP buckets capped at {args.bucket_mb} MB. vs eager = eager's median step / this one's; paired = "
+        "the median over rounds of that ratio within one round. CPU ms = rank 0's main-thread CPU time "
+        "per step (median over the same rounds): the step's compute; the rest of its wall time waits on "
+        "collectives (run by gloo's threads on the same CPU). First step = compile + first run. "
+        "Speedup > 1: faster than eager under the same wrapper. "
         f"Load average (1 min) {info['load_before']:.2f} before the run, {info['load_after']:.2f} after.",
         "",
-        "| model | configuration | step ms | vs eager | CPU ms | CPU vs eager | first step s |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| model | configuration | step ms | vs eager | paired | CPU ms | CPU vs eager | first step s |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for name, rows in results.items():
         for kind in KINDS:
             row = rows.get(kind, {"error": "not run"})
             if "error" in row:
-                lines.append(f"| {name} | {kind} | failed: {row['error']} | | | | |")
+                lines.append(f"| {name} | {kind} | failed: {row['error']} | | | | | |")
                 continue
             eager = rows.get(kind.split(" ")[0] + " eager", {})
-            speedup = f"{eager['step_ms'] / row['step_ms']:.2f}x" if "step_ms" in eager else ""
-            cpu_speedup = f"{eager['cpu_ms'] / row['cpu_ms']:.2f}x" if "cpu_ms" in eager else ""
-            lines.append(f"| {name} | {kind} | {row['step_ms']:.2f} | {speedup} | {row['cpu_ms']:.2f} | "
+            speedup = paired = cpu_speedup = ""
+            if "step_ms" in eager:
+                speedup = f"{eager['step_ms'] / row['step_ms']:.2f}x"
+                paired = f"{paired_ratio(eager['rounds_ms'], row['rounds_ms']):.2f}x"
+                cpu_speedup = f"{eager['cpu_ms'] / row['cpu_ms']:.2f}x"
+            lines.append(f"| {name} | {kind} | {row['step_ms']:.2f} | {speedup} | {paired} | {row['cpu_ms']:.2f} | "
                          f"{cpu_speedup} | {row['first_s']:.1f} |")
     return "\n".join(lines) + "\n"
 
@@ -222,7 +235,7 @@ def main() -> None:
     parser.add_argument("--bucket-mb", type=float, default=1.0, help="DDP bucket_cap_mb")
     args = parser.parse_args()
     args.steps = args.steps or (2 if args.quick else 5)
-    args.rounds = args.rounds or (2 if args.quick else 7)
+    args.rounds = args.rounds or (2 if args.quick else 21)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     load_before = os.getloadavg()[0]
     results = {name: measure(name, args) for name in (args.only or ["mlp", "gpt2"])}
