@@ -70,3 +70,60 @@ def test_padded_results_compute_eagers_values(monkeypatch):
         assert _matmuls(compiled.program) == [("extern.aligned_mm", (1032, 1))]
         assert_matches_eager(compiled, graph, *inputs, rtol=1e-4, atol=1e-4)
         assert compiled(*inputs)[1].is_contiguous()  # a graph output has eager's layout
+
+
+def _logits(dtype, device, bias: bool, rows=library.MIN_DENSE_ROWS, vocab=VOCAB, width=32):
+    """A vocabulary head whose product only the graph output reads, through a reshape to
+    [2, rows / 2, vocab] (transformers' logits)."""
+
+    def body(b, x, w, c):
+        wt = b.op("aten.t.default", w)
+        product = b.op("aten.addmm.default", c, x, wt) if bias else b.op("aten.mm.default", x, wt)
+        return b.op("aten.view.default", product, [2, rows // 2, vocab])
+
+    shapes = (("x", (rows, width)), ("w", (vocab, width)), ("c", (vocab,)))
+    return make_graph("logits", {n: TensorType.make(s, dtype, device) for n, s in shapes}, body)
+
+
+def _kernels(program):
+    return [getattr(b, "kernel", "loop") for b in program.buffers]
+
+
+def test_padded_product_only_an_output_reads_is_written_dense():
+    kernels = _kernels(lower(to_prims(_logits(torch.bfloat16, "cuda:0", False))))
+    assert kernels == ["extern.dense_mm"]  # no copy into a dense output
+
+
+def test_padded_product_a_kernel_reads_stays_padded():
+    graph = _head(torch.bfloat16, "cuda:0", rows=library.MIN_DENSE_ROWS)
+    assert _matmuls(lower(to_prims(graph))) == [("extern.aligned_mm", (1032, 1))]
+
+
+def test_few_rows_keep_the_library_product_and_a_copy():
+    kernels = _kernels(lower(to_prims(_logits(torch.bfloat16, "cuda:0", False, rows=16))))
+    assert kernels[0] == "extern.aligned_mm" and len(kernels) == 2
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_dense_outputs_compute_eagers_values(monkeypatch, bias):
+    """Forced on the CPU as above: the product written dense is the graph output itself."""
+    monkeypatch.setattr(library, "needs_aligned_columns", lambda t: t.rank == 2 and t.shape[1] == VOCAB)
+    graph = _logits(torch.float32, "cpu", bias)
+    inputs = [torch.randn(library.MIN_DENSE_ROWS, 32), torch.randn(VOCAB, 32), torch.randn(VOCAB)]
+    for compiled in (compile_graph(graph, inputs), compile_graph_triton(graph, inputs)):
+        if not bias:  # (a bias add stays a loop writing the output: it needs no copy either)
+            assert _kernels(compiled.program) == ["extern.dense_mm"]
+        assert_matches_eager(compiled, graph, *inputs, rtol=1e-4, atol=1e-4)
+        assert compiled(*inputs)[0].is_contiguous()
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_triton_matmul_writes_unaligned_rows_dense(bias):
+    """The kernel `dense_mm` runs on a GPU, here under the interpreter: rows of 300 columns."""
+    from torchsmith.inductor.runtime.aligned_matmul import DENSE_CONFIG
+    from torchsmith.inductor.triton.matmul import matmul_epilogue
+
+    a, b, c = torch.randn(130, 70), torch.randn(300, 70).t(), torch.randn(300)
+    got = matmul_epilogue(a, b, c if bias else None, config=DENSE_CONFIG)
+    assert got.shape == (130, 300) and got.is_contiguous()
+    torch.testing.assert_close(got, torch.addmm(c, a, b) if bias else a @ b, rtol=1e-4, atol=1e-4)

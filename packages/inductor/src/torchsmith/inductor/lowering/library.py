@@ -6,7 +6,7 @@ import dataclasses
 
 import torch
 
-from torchsmith.inductor.loop_ir.program import ExternCall, Layout, TensorView
+from torchsmith.inductor.loop_ir.program import ExternCall, Layout, TensorView, loads
 from torchsmith.inductor.lowering.channels_last import lower_convolution_channels_last
 from torchsmith.inductor.lowering.fallback import extern_params
 from torchsmith.inductor.lowering.lower import LoweringContext, register_lowering
@@ -166,6 +166,71 @@ def _aligned_columns(ctx: LoweringContext, ref: ViewRef, kernel: str) -> ViewRef
     layout = Layout(call.layout.shape, strides, call.layout.dtype)
     ctx.buffers[-1] = dataclasses.replace(call, kernel=kernel, layout=layout)
     return strided_ref(call.name, call.layout.shape, strides, call.layout.dtype)
+
+
+# Rows from which a padded product that is a graph output is written dense by the Triton matmul
+# instead of copied: below, the copy is small and the library's kernel the faster.
+MIN_DENSE_ROWS = 512
+_DENSE_KERNELS = {"extern.aligned_mm": "extern.dense_mm", "extern.aligned_addmm": "extern.dense_addmm"}
+
+
+def dense_padded_outputs(ctx: LoweringContext, refs: list) -> None:
+    """Each padded product (`_aligned_columns`) that only graph outputs read, through views that
+    are eager's dense layout once the padded row stride is the real one (`logits.view(B, T, V)`),
+    becomes `extern.dense_mm`: written dense in the first place, so the output needs no copy.
+    `refs`: the ViewRef of each graph output, in order; the buffers in `ctx.buffers` change."""
+    views = [as_tensor_view(ref) for ref in refs]
+    readers = {}
+    for buffer in ctx.buffers:
+        for name in _buffers_read(buffer):
+            readers[name] = readers.get(name, 0) + 1
+    for k, call in enumerate(ctx.buffers):
+        if not isinstance(call, ExternCall) or call.kernel not in _DENSE_KERNELS or readers.get(call.name):
+            continue
+        rows, columns = call.layout.shape
+        padded = call.layout.strides[0]
+        uses = [view for ref, view in zip(refs, views) if ref.buffer == call.name]
+        if rows < MIN_DENSE_ROWS or not uses or any(v is None or not _dense_once_unpadded(v, padded, columns)
+                                                    for v in uses):
+            continue
+        ctx.buffers[k] = dataclasses.replace(
+            call, kernel=_DENSE_KERNELS[call.kernel], layout=Layout(call.layout.shape, (columns, 1), call.layout.dtype)
+        )
+        for position, ref in enumerate(refs):
+            if ref.buffer == call.name:
+                view = views[position]
+                refs[position] = strided_ref(call.name, view.shape, _unpadded(view.strides, padded, columns),
+                                             view.dtype)
+
+
+def _buffers_read(buffer) -> set[str]:
+    if isinstance(buffer, ExternCall):
+        return {arg.buffer for arg in buffer.args}
+    body = getattr(buffer, "body", None)
+    if body is None or not hasattr(body, "value"):
+        return {"*"}  # a buffer kind this does not know: count it as reading everything
+    return {load.buffer for load in loads(body.value)}
+
+
+def _unpadded(strides, padded: int, columns: int) -> tuple:
+    """Strides over rows `padded` elements apart as they are over rows `columns` apart."""
+    return tuple((s // padded) * columns + s % padded for s in strides)
+
+
+def _dense_once_unpadded(view: TensorView, padded: int, columns: int) -> bool:
+    """Whether `view` (of a [rows, padded]-strided product) reads the product in eager's dense
+    order: offset 0, every stride a whole number of rows or within one row, and dense once the
+    row stride is `columns`."""
+    if view.offset != 0 or not all(isinstance(s, int) and s >= 0 for s in (*view.strides, *view.shape)):
+        return False
+    if any(s % padded and s >= padded for s in view.strides):
+        return False
+    dense, step = [], 1
+    for d in reversed(view.shape):
+        dense.append(step)
+        step *= d
+    strides = _unpadded(view.strides, padded, columns)
+    return all(d == 1 or s == e for d, s, e in zip(view.shape, strides, reversed(dense)))
 
 
 @register_lowering("prims.convolution", "prims.scaled_dot_product_attention")

@@ -255,6 +255,7 @@ def lower(graph: Graph, *, addmm: bool = False, layout=None, scatter_loops: bool
         views,
     )
     from torchsmith.inductor.lowering.fallback import foreign_dtype, lower_fallback
+    from torchsmith.inductor.lowering.library import dense_padded_outputs
 
     ctx = LoweringContext(fuse_addmm=addmm, layout=layout, scatter_loops=scatter_loops)
     inputs, symbols = [], set()
@@ -307,14 +308,17 @@ def lower(graph: Graph, *, addmm: bool = False, layout=None, scatter_loops: bool
             results = [relayout_result(ctx, node.outputs[0].name, results[0])]
         for value, ref in zip(node.outputs, results, strict=True):
             ctx.env[value.name] = ref
-    outputs = []
     for value in graph.outputs:
         if not isinstance(value, Value) or not isinstance(value.type, TensorType):
             raise LoweringError(
                 f"graph output {value!r} is not a tensor; the inductor returns only tensors so far"
             )
+    refs = [ctx.ref(value) for value in graph.outputs]
+    dense_padded_outputs(ctx, refs)
+    outputs = []
+    for value, ref in zip(graph.outputs, refs):
         ctx.origin = f"output %{value.name}"
-        outputs.append(_output_view(ctx, ctx.ref(value), value))
+        outputs.append(_output_view(ctx, ref, value))
     buffers = live_buffers(ctx.buffers, outputs)
     return LoopProgram(
         graph.name,

@@ -8,6 +8,11 @@ not change its choice, padding the columns of `b` does. `b` is usually a paramet
 between calls, so it is padded on every call (a copy of `b`, small next to the product). The result
 is a view of the padded product's first columns: its rows lie `padded` elements apart, which is the
 layout the lowering gives the call (lowering/library.py), so no copy follows.
+
+Where that product is a graph output, eager's layout is dense: a copy of the padded rows into dense
+ones would then cost a read and a write of the whole result. `dense_mm(a, b)` and
+`dense_addmm(bias, a, b)` write dense rows directly with a Triton matmul (triton/matmul.py), which
+takes any row length; the lowering picks them for such outputs (lowering/library.py).
 """
 
 import torch
@@ -36,6 +41,25 @@ def aligned_addmm(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch
         return torch.addmm(bias, a, b)
     bias = torch.cat([bias, bias.new_zeros(padded_columns(n) - n)])
     return torch.addmm(bias, a, _padded(b))[:, :n]
+
+
+# Tiles of the Triton matmul for a wide product (a vocabulary head of a batch of tokens).
+DENSE_CONFIG = (128, 256, 64, 8, 4)  # BLOCK_M, BLOCK_N, BLOCK_K, warps, stages
+
+
+def dense_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """`a @ b` (2-d) written as a dense [M, N] tensor whatever N is: the Triton matmul on a GPU,
+    torch's elsewhere (where no alignment matters)."""
+    return dense_addmm(None, a, b)
+
+
+def dense_addmm(bias: torch.Tensor | None, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """`bias + a @ b` as `dense_mm` computes the product."""
+    if not a.is_cuda:
+        return torch.mm(a, b) if bias is None else torch.addmm(bias, a, b)
+    from torchsmith.inductor.triton.matmul import matmul_epilogue
+
+    return matmul_epilogue(a, b, bias, config=DENSE_CONFIG)
 
 
 def _padded(b: torch.Tensor) -> torch.Tensor:

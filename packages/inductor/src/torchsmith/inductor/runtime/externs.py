@@ -13,7 +13,7 @@ import torch
 from torchsmith.inductor.errors import RuntimeCallError
 from torchsmith.inductor.loop_ir.program import ExternCall, TensorArg, TensorView
 from torchsmith.inductor.runtime import extern_pool
-from torchsmith.inductor.runtime.aligned_matmul import aligned_addmm, aligned_mm
+from torchsmith.inductor.runtime.aligned_matmul import aligned_addmm, aligned_mm, dense_addmm, dense_mm
 from torchsmith.inductor.runtime.conv_relu import convolution_relu
 from torchsmith.ir.graph import ArgList
 from torchsmith.ir.interpreter import thaw
@@ -69,6 +69,8 @@ EXTERN_KERNELS = {
     "extern.addmm": torch.addmm,  # (bias, a, b): an mm with its bias add (lowerings_library.fuse_bias_add)
     "extern.aligned_mm": aligned_mm,  # a half-precision mm with unaligned columns (lowering/library.py)
     "extern.aligned_addmm": aligned_addmm,  # the same with a bias (lowering/library.py)
+    "extern.dense_mm": dense_mm,  # such an mm as a graph output, dense rows (lowering/library.py)
+    "extern.dense_addmm": dense_addmm,  # the same with a bias
     # aten.convolution's arguments, the ReLU after it as oneDNN's post-op (lowering/library.py)
     "extern.convolution_relu": convolution_relu,
     "extern.empty": _empty,
