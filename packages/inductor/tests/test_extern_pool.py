@@ -2,13 +2,20 @@
 never into one a caller still holds (a returned result, a view of it, or a buffer a later kernel
 took over)."""
 
+import pytest
 import torch
 
 from torchsmith.inductor import compile_graph
-from torchsmith.inductor.runtime import extern_pool
+from torchsmith.inductor.runtime import extern_pool, onednn_matmul
 from torchsmith.inductor.testing import make_graph
 
 F32 = torch.float32
+
+
+@pytest.fixture(autouse=True)
+def blas_matmuls(monkeypatch):
+    """torch's matmuls, which take `out=` (products oneDNN runs return fresh tensors, unpooled)."""
+    monkeypatch.setattr(onednn_matmul, "FORCE", False)
 
 
 def _graph(body, **types):

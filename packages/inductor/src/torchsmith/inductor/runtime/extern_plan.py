@@ -16,7 +16,7 @@ calls, and the per-call decisions took several times longer than the matmuls the
 import torch
 
 from torchsmith.inductor.loop_ir.program import ExternCall, TensorArg, TensorView
-from torchsmith.inductor.runtime import extern_pool
+from torchsmith.inductor.runtime import extern_pool, onednn_matmul
 from torchsmith.inductor.runtime.externs import (
     EXTERN_KERNELS,
     OUTPUT_KERNEL,
@@ -158,6 +158,7 @@ def static_extern_step(
     out = slot_of[call.name]
     is_matmul = MATMULS.get(call.kernel) is fn and EXTERN_KERNELS.get(call.kernel) is fn
     if is_matmul and not (call.params or call.kwargs):
+        fn = onednn_matmul.choose(call.kernel, fn, [static_ints(v.shape) for v in call.args])
         return _matmul_step(call, fn, readers, slots, out, drop)
     params = [argument_builder(p) for p in call.params]
     kwargs = [(key, argument_builder(v)) for key, v in call.kwargs]
@@ -196,7 +197,8 @@ def matmul_plan(call: ExternCall, slot_of: dict[str, int], layouts: dict, drop: 
         return None
     slots = [slot_of[v.buffer] for v in call.args]
     readers = [slot_reader(v, slot_of[v.buffer], layouts[v.buffer], v.buffer in inputs) for v in call.args]
-    fn = kernel_function(call.kernel)
+    shapes = [static_ints(v.shape) for v in call.args]
+    fn = onednn_matmul.choose(call.kernel, kernel_function(call.kernel), shapes)
     layout = call.layout
     shape, strides, dtype = static_ints(layout.shape), static_ints(layout.strides), layout.dtype
     if extern_pool.worth_keeping(shape, dtype) and extern_pool.OUT_KERNELS.get(call.kernel) is fn:

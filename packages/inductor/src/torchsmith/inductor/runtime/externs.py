@@ -12,7 +12,7 @@ import torch
 
 from torchsmith.inductor.errors import RuntimeCallError
 from torchsmith.inductor.loop_ir.program import ExternCall, TensorArg, TensorView
-from torchsmith.inductor.runtime import extern_pool
+from torchsmith.inductor.runtime import extern_pool, onednn_matmul
 from torchsmith.inductor.runtime.aligned_matmul import aligned_addmm, aligned_mm, dense_addmm, dense_mm
 from torchsmith.inductor.runtime.conv_relu import convolution_relu
 from torchsmith.ir.graph import ArgList
@@ -143,6 +143,10 @@ def run_extern(call: ExternCall, tensors: dict[str, torch.Tensor], bindings) -> 
         result = tensors[extra_output_name(call.args[0].buffer, k)]
         return in_layout(call, result, bindings, [])
     fn = kernel_function(call.kernel)
+    if call.kernel in onednn_matmul.REPLACEMENTS and args[-1].is_cpu:
+        chosen = onednn_matmul.choose(call.kernel, fn, [a.shape for a in args])
+        if chosen is not fn:  # large float32 CPU products, where oneDNN beats the BLAS
+            return in_layout(call, chosen(*args), bindings, args)
     if fn is extern_pool.OUT_KERNELS.get(call.kernel) and not (call.params or call.kwargs):
         # A large matmul result goes into its call site's buffer from the last run when that is free.
         layout = call.layout
