@@ -41,6 +41,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from common import RESULTS, machine, short_error  # noqa: E402
 
 WORLD_SIZE = 2
+LOADED = 3.0  # a load average above this is called out in the table
 
 
 class Block(torch.nn.Module):
@@ -202,7 +203,10 @@ def table(results: dict, info: dict, args) -> str:
         "per step (median over the same rounds): the step's compute; the rest of its wall time waits on "
         "collectives (run by gloo's threads on the same CPU). First step = compile + first run. "
         "Speedup > 1: faster than eager under the same wrapper. "
-        f"Load average (1 min) {info['load_before']:.2f} before the run, {info['load_after']:.2f} after.",
+        f"Load average (1 min) {info['load_before']:.2f} before the run, {info['load_after']:.2f} after."
+        + (f" The machine was loaded (load above {LOADED}: other processes shared its CPUs with the ranks), so "
+           "rounds vary by tens of percent; the paired column is the steadier comparison."
+           if max(info["load_before"], info["load_after"]) > LOADED else ""),
         "",
         "| model | configuration | step ms | vs eager | paired | CPU ms | CPU vs eager | first step s |",
         "|---|---|---:|---:|---:|---:|---:|---:|",
