@@ -42,8 +42,12 @@ CASES = {
     "bert-aot_eager": ("bert", "aot_eager", RUNS),
     # DDP never rebuilds these buckets: the cut follows the reducer's buckets as built
     "mlp-find_unused": ("mlp", "aot_eager", RUNS),
+    # the first steps pass parameters through views (the gradient order): DDP's other modes
+    "mlp-static_graph": ("mlp", "aot_eager", RUNS),
+    "gpt2-bucket_view": ("gpt2", "aot_eager", RUNS),
 }
-DDP_KWARGS = {"mlp-find_unused": {"find_unused_parameters": True}}
+DDP_KWARGS = {"mlp-find_unused": {"find_unused_parameters": True}, "mlp-static_graph": {"static_graph": True},
+              "gpt2-bucket_view": {"gradient_as_bucket_view": True}}
 SLOW_CASES = {"gpt2-inductor": ("gpt2", "inductor", RUNS), "bert-inductor": ("bert", "inductor", RUNS)}
 OVERLAP = ["mlp"] + (["gpt2"] if FULL else [])
 
