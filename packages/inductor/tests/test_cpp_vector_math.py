@@ -10,7 +10,7 @@ import torch
 from torchsmith.inductor import compile_graph
 from torchsmith.inductor.cpp.build import CXX_FLAGS, compiler, load_library
 from torchsmith.inductor.cpp.prelude import CPP_PRELUDE
-from torchsmith.inductor.cpp.vector_math import INLINE_MATH, link_flags
+from torchsmith.inductor.cpp.vector_math import INLINE_MATH, libmvec_functions, link_flags
 from torchsmith.inductor.testing import assert_matches_eager, make_graph
 
 F32, F64 = torch.float32, torch.float64
@@ -119,3 +119,37 @@ def test_gelu_softmax_layer_norm_loops_vectorize(tmp_path):
     # which a register-lane reduction loop opens after its lane declarations and a block.
     missed = [lines[k - 1] for k in simd if not vectorized & set(range(k, k + 5))]
     assert simd and not missed, missed
+
+
+def _kernel_sources(source: str) -> dict[str, str]:
+    """Each generated kernel's code by its function name."""
+    parts = source.split('extern "C" void ')[1:]
+    return {part.split("(")[0]: part for part in parts if part.startswith("kernel")}
+
+
+def test_softmax_reading_a_stored_padding_mask_uses_inline_exp():
+    # transformers' padding mask: where(keep, 0, finfo.min) stored once, read by every head's softmax
+    # (broadcast, so not inlined). The softmax kernel holds no large constant, yet half its scores
+    # are ~-3.4e38: libmvec's expf would take its scalar path on each such lane.
+    def body(b, scores, keep):
+        mask = b.op("aten.where.Scalar", keep, 0.0, torch.finfo(F32).min)
+        return b.op("aten._softmax.default", b.op("aten.add.Tensor", scores, mask), -1, False)
+
+    graph = make_graph("padding", {"scores": ((2, 4, 37, 37), F32), "keep": ((2, 1, 37, 37), torch.bool)}, body)
+    compiled = compile_graph(graph)
+    scores, keep = torch.randn(2, 4, 37, 37), torch.ones(2, 1, 37, 37, dtype=torch.bool)
+    keep[0, :, :, 19:] = False  # padding in the first sequence
+    keep[1, :, 3] = False  # a fully masked row: every score at finfo.min, uniform as in eager
+    assert_matches_eager(compiled, graph, scores, keep, rtol=1e-5, atol=1e-6)
+    kernels = _kernel_sources(compiled.source)
+    (softmax,) = [code for code in kernels.values() if "in_where" in code and "exp" in code]
+    assert "ts::exp_f32(" in softmax and "expf(" not in softmax
+
+
+def test_softmax_without_masks_keeps_libmvec_exp():
+    # Nothing masked upstream: libmvec's vector expf (a little faster on ordinary values) stays.
+    graph = make_graph("plain", {"x": ((8, 64), F32)}, lambda b, x: b.op("aten._softmax.default", x, -1, False))
+    compiled = compile_graph(graph)
+    assert_matches_eager(compiled, graph, torch.randn(8, 64), rtol=1e-5, atol=1e-6)
+    expected = "expf(" if "expf" in libmvec_functions() else "ts::exp_f32("
+    assert expected in compiled.source

@@ -22,6 +22,7 @@ from torchsmith.inductor.cpp.dtypes import cpp_type, storage_type, store_code
 from torchsmith.inductor.cpp.expr import BodyWriter, cpp_index
 from torchsmith.inductor.cpp.indirect import INDIRECT_PRELUDE, uses_indirect
 from torchsmith.inductor.cpp.local import kernel_locals, localize
+from torchsmith.inductor.cpp.masking import masking_buffers, may_see_masked_values
 from torchsmith.inductor.cpp.prelude import CPP_PRELUDE
 from torchsmith.inductor.cpp.reductions import ReductionEmitter
 from torchsmith.inductor.cpp.rng import RANDOM_PRELUDE, uses_random
@@ -29,7 +30,6 @@ from torchsmith.inductor.cpp.scatter import emit_scatter_kernel
 from torchsmith.inductor.errors import CodegenError
 from torchsmith.inductor.loop_ir.program import (
     ComputedBuffer,
-    Constant,
     Load,
     LoopProgram,
     Pointwise,
@@ -44,9 +44,6 @@ from torchsmith.ir.codegen_text import IdentifierNamer, cpp_comment, identifier
 
 __all__ = ["Group", "Kernel", "cpp_index", "cpp_type", "emit_kernel", "generate_cpp", "local_buffers"]
 
-# A float constant this large (or infinite, or nan) in a kernel marks it as masking: exp's vector
-# variant in libmvec is slow on inputs below -87.3 (vector_math.INLINE).
-MASK_MAGNITUDE = 80.0
 # Below this many elements of work a kernel runs on one thread: OpenMP's fork/join costs more.
 PARALLEL_THRESHOLD = 32768
 # A group holding a reduction with fewer outer iterations than this (statically) is threaded inside
@@ -150,20 +147,21 @@ def _welford_key(buffer: ComputedBuffer):
     return buffer.name
 
 
-def _huge_constant(expr) -> bool:
-    if isinstance(expr, Constant):
-        return isinstance(expr.value, float) and not abs(expr.value) < MASK_MAGNITUDE
-    return any(_huge_constant(a) for a in getattr(expr, "args", ()))
-
-
 def emit_kernel(
-    name: str, group: tuple[ComputedBuffer, ...], program: LoopProgram, local: frozenset[str] = frozenset()
+    name: str,
+    group: tuple[ComputedBuffer, ...],
+    program: LoopProgram,
+    local: frozenset[str] = frozenset(),
+    masking: frozenset[str] | None = None,
 ) -> tuple[Kernel, str]:
     """`_emit_kernel`, with exp chosen for a kernel that may see masked values (vector_math.INLINE):
-    one holding an infinite or huge constant (masked_fill with -inf, a -1e9 fill)."""
+    one holding an infinite or huge constant (masked_fill with -inf, a -1e9 fill) or reading a buffer
+    computed from one (`masking`: `cpp.masking.masking_buffers(program)`, computed when not given)."""
     if isinstance(group[0].body, Scatter):  # a scheduler group of its own (scheduler._cannot_join)
         return emit_scatter_kernel(name, group[0], program)
-    with vector_math.masked_values(any(_huge_constant(b.body.value) for b in group)):
+    if masking is None:
+        masking = masking_buffers(program)
+    with vector_math.masked_values(may_see_masked_values(group, masking)):
         return _emit_kernel(name, group, program, local)
 
 
@@ -482,8 +480,10 @@ def generate_cpp(
     split_safe = not uses_indirect(program) or getattr(cpp_indirect, "SPLIT_SAFE", False)
     mark = KERNEL_MARK + "\n" if split_safe else ""
     kernels = []
+    masking = masking_buffers(program)
     for k, group in enumerate(groups):
-        kernel, code = emit_kernel(f"kernel{k}_{identifier(group[0].name)}", tuple(group), program, local)
+        name = f"kernel{k}_{identifier(group[0].name)}"
+        kernel, code = emit_kernel(name, tuple(group), program, local, masking)
         parts.append(mark + code)
         kernels.append((kernel, tuple(group)))
     return "\n\n".join(parts) + "\n", kernels
