@@ -153,3 +153,25 @@ def test_softmax_without_masks_keeps_libmvec_exp():
     assert_matches_eager(compiled, graph, torch.randn(8, 64), rtol=1e-5, atol=1e-6)
     expected = "expf(" if "expf" in libmvec_functions() else "ts::exp_f32("
     assert expected in compiled.source
+
+
+def test_mask_ends_at_a_library_call():
+    # The masked softmax's probabilities go through a matmul; the exp after it (a SiLU-like layer)
+    # sees finite sums, not masked values, and keeps libmvec's exp.
+    def body(b, x, keep, w):
+        mask = b.op("aten.where.Scalar", keep, 0.0, torch.finfo(F32).min)
+        p = b.op("aten._softmax.default", b.op("aten.add.Tensor", x, mask), -1, False)
+        return b.op("aten.exp.default", b.op("aten.mm.default", p, w))
+
+    types = {"x": ((16, 64), F32), "keep": ((1, 64), torch.bool), "w": ((64, 32), F32)}
+    graph = make_graph("mask_then_mm", types, body)
+    compiled = compile_graph(graph)
+    keep = torch.ones(1, 64, dtype=torch.bool)
+    keep[0, 40:] = False
+    assert_matches_eager(compiled, graph, torch.randn(16, 64), keep, torch.randn(64, 32) / 8, rtol=1e-5, atol=1e-6)
+    kernels = [code for code in _kernel_sources(compiled.source).values() if "exp" in code]
+    softmax = [code for code in kernels if "in_where" in code]
+    after = [code for code in kernels if "in_where" not in code]
+    assert len(softmax) == 1 and "ts::exp_f32(" in softmax[0]
+    if "expf" in libmvec_functions():
+        assert len(after) == 1 and "expf(" in after[0] and "ts::exp_f32(" not in after[0]

@@ -8,7 +8,7 @@ reads a buffer computed from one anywhere upstream: transformers' padding masks 
 of every head, which holds no large constant.
 """
 
-from torchsmith.inductor.loop_ir.program import ComputedBuffer, Constant, ExternCall, LoopProgram, loads
+from torchsmith.inductor.loop_ir.program import ComputedBuffer, Constant, LoopProgram, loads
 
 # A float constant this large (or infinite, or nan) marks a value as masking: exp's vector
 # variant in libmvec is slow on inputs below -87.3.
@@ -23,18 +23,18 @@ def holds_mask_constant(expr) -> bool:
 
 
 def masking_buffers(program: LoopProgram) -> frozenset[str]:
-    """Names of the buffers of `program` whose values may be masking: computed with a masking
-    constant, or read from such a buffer (by a kernel or a library call), transitively. Over-approximates
-    (a sum of exps of masked scores is no mask): the cost of a wrong yes is our exp where libmvec's
-    would be a little faster."""
+    """Names of the computed buffers of `program` whose values may be masking: computed with a
+    masking constant, or by a kernel reading such a buffer, transitively. Library calls end the
+    chain: attention consumes its mask, a matmul mixes it into finite sums, so the layers after
+    them (a SiLU's exp) keep libmvec's exp. Within kernels it over-approximates (a sum of exps of
+    masked scores is no mask): the cost of a wrong yes is our exp where libmvec's would be a
+    little faster."""
     masking: set[str] = set()
     for buffer in program.buffers:
         if isinstance(buffer, ComputedBuffer):
             value = buffer.body.value
             if holds_mask_constant(value) or any(load.buffer in masking for load in loads(value)):
                 masking.add(buffer.name)
-        elif isinstance(buffer, ExternCall) and any(arg.buffer in masking for arg in buffer.args):
-            masking.add(buffer.name)
     return frozenset(masking)
 
 
