@@ -241,16 +241,22 @@ def _lower_library_call(ctx: LoweringContext, node: Node) -> ViewRef:
     params, kwargs, tensors = extern_params(ctx, node)
     (ref,) = ctx.extern(node, node.op, params=params, kwargs=kwargs, tensors=tensors)
     if node.op == "prims.scaled_dot_product_attention":
-        return _heads_last_layout(ctx, ref, on_cpu=torch.device(node.outputs[0].type.device).type == "cpu")
+        t = node.outputs[0].type
+        follows_query = torch.device(t.device).type == "cpu" or (
+            t.dtype in (torch.float16, torch.bfloat16) and len(ctx.buffers[-1].args) == 3
+        )
+        return _heads_last_layout(ctx, ref, follows_query)
     return ref
 
 
-def _heads_last_layout(ctx: LoweringContext, ref: ViewRef, on_cpu: bool) -> ViewRef:
+def _heads_last_layout(ctx: LoweringContext, ref: ViewRef, follows_query: bool) -> ViewRef:
     """A 4-d attention result (B, H, L, E) stored as (B, L, H, E), the order the attention kernels
     write when the query is a head split of a (B, L, H*E) projection (nn.MultiheadAttention,
     transformers): merging the heads back before the out-projection is then a view, not a copy,
-    and the kernel's result needs no copy into the buffer either. On the CPU, flash attention
-    writes in the query's order, so a contiguous query (B, H, L, E) keeps a contiguous result."""
+    and the kernel's result needs no copy into the buffer either. Where the kernel torch picks
+    writes in the query's order (`follows_query`: CPU flash attention; on a GPU the cuDNN and flash
+    kernels of half-precision attention without a mask), a contiguous query (B, H, L, E) keeps a
+    contiguous result; GPU memory-efficient attention (float32, masks) always writes heads last."""
     call = ctx.buffers[-1]
     shape = call.layout.shape
     if len(shape) != 4 or not all(isinstance(d, int) for d in shape):
@@ -258,7 +264,7 @@ def _heads_last_layout(ctx: LoweringContext, ref: ViewRef, on_cpu: bool) -> View
     batch, heads, length, width = shape
     strides = (length * heads * width, width, heads * width, 1)
     query = call.args[0] if call.args else None
-    if on_cpu and query is not None and not _heads_last(query):
+    if follows_query and query is not None and not _heads_last(query):
         return ref
     ctx.buffers[-1] = dataclasses.replace(call, layout=Layout(shape, strides, call.layout.dtype))
     return strided_ref(call.name, shape, strides, call.layout.dtype)
