@@ -52,6 +52,7 @@ WORLD_SIZE = 2  # ranks on CPU; on a GPU, one rank for each of `CUDA_WORLD_SIZE`
 CUDA_WORLD_SIZE = 1
 LOADED = 3.0  # a load average from other processes above this is called out in the table
 MODELS = ["mlp", "gpt2"]
+CPU = torch.device("cpu")
 
 
 class Block(torch.nn.Module):
@@ -84,7 +85,7 @@ class LogitsOf(torch.nn.Module):
         return self.model(input_ids=ids).logits
 
 
-def build(name: str, quick: bool, device: torch.device = torch.device("cpu")):
+def build(name: str, quick: bool, device: torch.device = CPU):
     """(model on `device`, its blocks, a batch maker taking a CPU generator) of workload `name`,
     weights from seed 0; batches are drawn on the CPU, so every device trains on the same data."""
     torch.manual_seed(0)
@@ -99,10 +100,14 @@ def build(name: str, quick: bool, device: torch.device = torch.device("cpu")):
     config = GPT2Config(vocab_size=vocab, n_positions=seq, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
                         bos_token_id=0, eos_token_id=0, **size)
     model = LogitsOf(GPT2LMHeadModel(config)).to(device)
-    return model, model.model.transformer.h, lambda g: torch.randint(0, vocab, (batch, seq), generator=g).to(device)
+
+    def tokens(g: torch.Generator) -> torch.Tensor:
+        return torch.randint(0, vocab, (batch, seq), generator=g).to(device)
+
+    return model, model.model.transformer.h, tokens
 
 
-def configure(kind: str, name: str, quick: bool, bucket_mb: float, device: torch.device = torch.device("cpu"),
+def configure(kind: str, name: str, quick: bool, bucket_mb: float, device: torch.device = CPU,
               mesh=None):
     """(callable, parameters module, batch maker) for configuration `kind` ("DDP eager", ...) on
     `device`; FSDP shards over `mesh` (None: fully_shard's default mesh)."""
@@ -114,7 +119,8 @@ def configure(kind: str, name: str, quick: bool, bucket_mb: float, device: torch
     wrapper, compiler = kind.split(" ", 1)
     model, blocks, make = build(name, quick, device)
     if wrapper == "DDP":
-        ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None, bucket_cap_mb=bucket_mb)
+        device_ids = [device.index] if device.type == "cuda" else None
+        ddp = DDP(model, device_ids=device_ids, bucket_cap_mb=bucket_mb)
         if compiler == "eager":
             return ddp, model, make
         if compiler == "torch.compile":
@@ -255,7 +261,7 @@ def header_cpu(info: dict, args) -> list[str]:
         "Speedup > 1: faster than eager under the same wrapper. "
         f"Load average (1 min) {info['load_before']:.2f} before the run, {info['load_after']:.2f} after "
         f"(the ranks themselves count for {WORLD_SIZE} of it)."
-        + (f" The machine was loaded (other processes shared its CPUs with the ranks), so rounds vary by "
+        + (" The machine was loaded (other processes shared its CPUs with the ranks), so rounds vary by "
            "tens of percent; the paired column is the steadier comparison." if loaded(info) else ""),
     ]
 
@@ -304,8 +310,8 @@ def table(results: dict, info: dict, args) -> str:
                 speedup = f"{eager['step_ms'] / row['step_ms']:.2f}x"
                 paired = f"{paired_ratio(eager['rounds_ms'], row['rounds_ms']):.2f}x"
                 cpu_speedup = f"{eager['cpu_ms'] / row['cpu_ms']:.2f}x"
-            lines.append(f"| {name} | {kind} | {row['step_ms']:.2f} | {speedup} | {paired} | {row['cpu_ms']:.2f} | "
-                         f"{cpu_speedup} | {row['first_s']:.1f} |")
+            lines.append(f"| {name} | {kind} | {row['step_ms']:.2f} | {speedup} | {paired} | "
+                         f"{row['cpu_ms']:.2f} | {cpu_speedup} | {row['first_s']:.1f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -344,7 +350,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             parser.error(f"--device cuda needs a CUDA GPU, and torch {torch.__version__} sees none "
                          "(torch.cuda.is_available() is False); run without --device for gloo on CPU")
         if not dist.is_nccl_available():
-            parser.error(f"--device cuda needs the NCCL backend, which torch {torch.__version__} was built without")
+            parser.error(f"--device cuda needs the NCCL backend, which torch {torch.__version__} "
+                         "was built without")
     return args
 
 

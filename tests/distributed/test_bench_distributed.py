@@ -26,7 +26,8 @@ GPU = "NVIDIA H100 80GB HBM3"
 def fake_results(kinds=bench.KINDS) -> dict:
     rows = {kind: {"step_ms": 2.0 + i, "cpu_ms": 1.0 + i, "first_s": 3.0 * i, "rounds_ms": [2.0 + i] * 3,
                    "rounds_cpu_ms": [1.0 + i] * 3} for i, kind in enumerate(kinds)}
-    return {"mlp": rows, "gpt2": {"DDP eager": rows["DDP eager"], "FSDP torchsmith": {"error": "RuntimeError: x"}}}
+    gpt2 = {"DDP eager": rows["DDP eager"], "FSDP torchsmith": {"error": "RuntimeError: x"}}
+    return {"mlp": rows, "gpt2": gpt2}
 
 
 def test_cpu_table_is_the_committed_one():
@@ -41,7 +42,8 @@ def test_cuda_table_says_nccl_world_size_one_and_the_gpu():
                           "transformers": "5.17.0", "load_before": 0.5, "load_after": 1.0})
     args = argparse.Namespace(device="cuda", rounds=7, steps=20, bucket_mb=1.0, no_pin=False)
     lines = bench.table(fake_results(), info, args).splitlines()
-    assert lines[0] == f"# Distributed training step: eager, torch.compile and torchsmith (NCCL, world size 1, {GPU})"
+    title = "# Distributed training step: eager, torch.compile and torchsmith"
+    assert lines[0] == f"{title} (NCCL, world size 1, {GPU})"
     assert "gloo" not in "\n".join(lines)
     assert "| mlp | DDP torch.compile | 3.00 | 0.67x | 0.67x | 2.00 | 0.50x | 3.0 |" in lines
     assert "| gpt2 | FSDP torchsmith | failed: RuntimeError: x | | | | | |" in lines
@@ -49,7 +51,8 @@ def test_cuda_table_says_nccl_world_size_one_and_the_gpu():
 
 
 def test_selections_take_commas_or_repeats():
-    args = bench.parse_args(["--only", "mlp,gpt2", "--kind", "DDP eager, FSDP eager", "--kind", "FSDP torchsmith"])
+    kinds = ["--kind", "DDP eager, FSDP eager", "--kind", "FSDP torchsmith"]
+    args = bench.parse_args(["--only", "mlp,gpt2", *kinds])
     assert args.only == ["mlp", "gpt2"]
     assert args.kind == ["DDP eager", "FSDP eager", "FSDP torchsmith"]
     assert (args.device, args.steps, args.rounds) == ("cpu", 5, 21)

@@ -135,7 +135,8 @@ def test_softmax_reading_a_stored_padding_mask_uses_inline_exp():
         mask = b.op("aten.where.Scalar", keep, 0.0, torch.finfo(F32).min)
         return b.op("aten._softmax.default", b.op("aten.add.Tensor", scores, mask), -1, False)
 
-    graph = make_graph("padding", {"scores": ((2, 4, 37, 37), F32), "keep": ((2, 1, 37, 37), torch.bool)}, body)
+    inputs = {"scores": ((2, 4, 37, 37), F32), "keep": ((2, 1, 37, 37), torch.bool)}
+    graph = make_graph("padding", inputs, body)
     compiled = compile_graph(graph)
     scores, keep = torch.randn(2, 4, 37, 37), torch.ones(2, 1, 37, 37, dtype=torch.bool)
     keep[0, :, :, 19:] = False  # padding in the first sequence
@@ -148,7 +149,10 @@ def test_softmax_reading_a_stored_padding_mask_uses_inline_exp():
 
 def test_softmax_without_masks_keeps_libmvec_exp():
     # Nothing masked upstream: libmvec's vector expf (a little faster on ordinary values) stays.
-    graph = make_graph("plain", {"x": ((8, 64), F32)}, lambda b, x: b.op("aten._softmax.default", x, -1, False))
+    def body(b, x):
+        return b.op("aten._softmax.default", x, -1, False)
+
+    graph = make_graph("plain", {"x": ((8, 64), F32)}, body)
     compiled = compile_graph(graph)
     assert_matches_eager(compiled, graph, torch.randn(8, 64), rtol=1e-5, atol=1e-6)
     expected = "expf(" if "expf" in libmvec_functions() else "ts::exp_f32("
@@ -168,7 +172,8 @@ def test_mask_ends_at_a_library_call():
     compiled = compile_graph(graph)
     keep = torch.ones(1, 64, dtype=torch.bool)
     keep[0, 40:] = False
-    assert_matches_eager(compiled, graph, torch.randn(16, 64), keep, torch.randn(64, 32) / 8, rtol=1e-5, atol=1e-6)
+    weight = torch.randn(64, 32) / 8
+    assert_matches_eager(compiled, graph, torch.randn(16, 64), keep, weight, rtol=1e-5, atol=1e-6)
     kernels = [code for code in _kernel_sources(compiled.source).values() if "exp" in code]
     softmax = [code for code in kernels if "in_where" in code]
     after = [code for code in kernels if "in_where" not in code]

@@ -52,7 +52,8 @@ def test_products_match_torch_for_every_layout(onednn, a_kind, b_kind):
     b = dict(layouts(130, 170))[b_kind]
     torch.testing.assert_close(onednn_matmul.mm(a, b), torch.mm(a, b), rtol=1e-4, atol=1e-4)
     for bias in (torch.randn(170), torch.randn(170).expand(200, 170), torch.randn(200, 170)):
-        torch.testing.assert_close(onednn_matmul.addmm(bias, a, b), torch.addmm(bias, a, b), rtol=1e-4, atol=1e-4)
+        expected = torch.addmm(bias, a, b)
+        torch.testing.assert_close(onednn_matmul.addmm(bias, a, b), expected, rtol=1e-4, atol=1e-4)
     # BLAS layouts go to oneDNN (mm, and addmm with a row bias, twice); others keep torch's call
     assert len(onednn) == (3 if a_kind in BLAS_LAYOUTS and b_kind in BLAS_LAYOUTS else 0)
 

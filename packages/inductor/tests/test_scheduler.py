@@ -11,8 +11,8 @@ import torch
 
 from torchsmith.inductor import compile_graph, lower, to_prims
 from torchsmith.inductor.fusion.scheduler import FusionDecision, schedule
-from torchsmith.inductor.lowering.inline import MAX_DUPLICATED_OPS, inline_pointwise
 from torchsmith.inductor.loop_ir.program import ComputedBuffer, loads
+from torchsmith.inductor.lowering.inline import MAX_DUPLICATED_OPS, inline_pointwise
 from torchsmith.inductor.testing import assert_matches_eager, make_graph, rotary_cat
 from torchsmith.ir import TensorType
 from torchsmith.ir.events import observe

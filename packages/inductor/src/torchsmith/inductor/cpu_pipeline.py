@@ -32,13 +32,13 @@ from torchsmith.inductor.lowering.lower import lower
 from torchsmith.inductor.lowering.sink import sink_output_externs
 from torchsmith.inductor.runtime import compile_cache
 from torchsmith.inductor.runtime.cache_files import set_size_limit_mb
-from torchsmith.inductor.runtime.size_outputs import split_size_outputs
 from torchsmith.inductor.runtime.cached_program import (
     CachedProgramError,
     CppProgram,
     cpp_program_from_json,
     cpp_program_to_json,
 )
+from torchsmith.inductor.runtime.size_outputs import split_size_outputs
 from torchsmith.inductor.runtime.wrapper import CompiledGraph
 from torchsmith.ir import Graph
 from torchsmith.ir.events import emit

@@ -276,7 +276,8 @@ def inline_pointwise(program: LoopProgram) -> tuple[LoopProgram, list[FusionDeci
             continue
         reason = _refusal(producer, consumers, elsewhere)
         # Refused for its load sites, it may still be inlined into siblings of one loop.
-        shared = (reason is not None and not elsewhere and _one_shared_site(producer, consumers, position, kept)
+        shared = (reason is not None and not elsewhere
+                  and _one_shared_site(producer, consumers, position, kept)
                   and _refusal(producer, consumers, elsewhere, shared_site=True) is None)
         if shared:
             reason = None

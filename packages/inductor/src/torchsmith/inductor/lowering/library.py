@@ -193,9 +193,8 @@ def dense_padded_outputs(ctx: LoweringContext, refs: list) -> None:
         if rows < MIN_DENSE_ROWS or not uses or any(v is None or not _dense_once_unpadded(v, padded, columns)
                                                     for v in uses):
             continue
-        ctx.buffers[k] = dataclasses.replace(
-            call, kernel=_DENSE_KERNELS[call.kernel], layout=Layout(call.layout.shape, (columns, 1), call.layout.dtype)
-        )
+        dense = Layout(call.layout.shape, (columns, 1), call.layout.dtype)
+        ctx.buffers[k] = dataclasses.replace(call, kernel=_DENSE_KERNELS[call.kernel], layout=dense)
         for position, ref in enumerate(refs):
             if ref.buffer == call.name:
                 view = views[position]
