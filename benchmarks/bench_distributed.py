@@ -153,8 +153,6 @@ def world_size_of(device: str) -> int:
 
 def worker(rank: int, init_file: str, out: str, name: str, quick: bool, steps: int, rounds: int,
            bucket_mb: float, kinds: list[str], pin: bool, device_type: str = "cpu"):
-    from torch.distributed.device_mesh import init_device_mesh
-
     world_size = world_size_of(device_type)
     if device_type == "cuda":
         device = torch.device("cuda", rank)
@@ -169,6 +167,24 @@ def worker(rank: int, init_file: str, out: str, name: str, quick: bool, steps: i
             # the ranks' CPUs, which made a round's time swing by 15% either way.
             os.sched_setaffinity(0, {cpus[rank]})
     dist.init_process_group(backend, init_method=f"file://{init_file}", rank=rank, world_size=world_size)
+    result = time_configurations(rank, name, quick, steps, rounds, bucket_mb, kinds, device, world_size)
+    if rank == 0:
+        pathlib.Path(out).write_text(json.dumps(result))
+    dist.destroy_process_group()
+    # DDP's reducer keeps the process group, and so gloo's worker threads, alive until the process
+    # ends; a worker thread that releases a finished collective while the interpreter shuts down aborts
+    # the process ("terminate called without an active exception"), failing a run whose results are
+    # already written. Leaving without the interpreter's shutdown takes that race away.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def time_configurations(rank: int, name: str, quick: bool, steps: int, rounds: int, bucket_mb: float,
+                        kinds: list[str], device: torch.device, world_size: int) -> dict:
+    """Builds every configuration, times its steps round by round and returns this rank's rows."""
+    from torch.distributed.device_mesh import init_device_mesh
+
     # An explicit mesh: fully_shard's default picks the machine's accelerator even for a gloo run.
     mesh = init_device_mesh(device.type, (world_size,))
     sync = synchronizer(device.type)
@@ -213,15 +229,13 @@ def worker(rank: int, init_file: str, out: str, name: str, quick: bool, steps: i
             cpu_times[kind].append((time.thread_time() - cpu_start) / steps)
             sync()
             times[kind].append((time.perf_counter() - start) / steps)
-    if rank == 0:
-        result = {kind: {"step_ms": statistics.median(t) * 1e3,
-                         "cpu_ms": statistics.median(cpu_times[kind]) * 1e3,
-                         "first_s": first[kind], "rounds_ms": [round(v * 1e3, 2) for v in t],
-                         "rounds_cpu_ms": [round(v * 1e3, 2) for v in cpu_times[kind]]}
-                  for kind, t in times.items()}
-        result.update({kind: {"error": e} for kind, e in errors.items()})
-        pathlib.Path(out).write_text(json.dumps(result))
-    dist.destroy_process_group()
+    result = {kind: {"step_ms": statistics.median(t) * 1e3,
+                     "cpu_ms": statistics.median(cpu_times[kind]) * 1e3,
+                     "first_s": first[kind], "rounds_ms": [round(v * 1e3, 2) for v in t],
+                     "rounds_cpu_ms": [round(v * 1e3, 2) for v in cpu_times[kind]]}
+              for kind, t in times.items()}
+    result.update({kind: {"error": e} for kind, e in errors.items()})
+    return result
 
 
 def measure(name: str, args) -> dict:
