@@ -318,3 +318,75 @@ def test_an_enum_member_is_guarded_by_identity(compile_with, backend):
     model.mode = _Mode.SCALE
     torch.testing.assert_close(compiled(x), model(x))
     assert len(backend.graphs) == 3
+
+
+class _Config:
+    """Reads its attributes through Python code, as transformers' configs do (an alias map)."""
+
+    aliases = {"width": "hidden"}
+
+    def __init__(self):
+        self.hidden, self.scale, self.use_bias, self.name = 4, 0.5, True, "cfg"
+        self.table = {"theta": 2.0}
+
+    def __getattribute__(self, key):
+        if key != "aliases" and key in object.__getattribute__(self, "aliases"):
+            key = object.__getattribute__(self, "aliases")[key]
+        return object.__getattribute__(self, key)
+
+
+class _Configured(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.config = _Config()
+
+    def forward(self, x):
+        c = self.config
+        y = x * c.scale + c.width
+        if c.use_bias and c.name == "cfg" and not hasattr(c, "dropout"):
+            y = y + 1
+        return y * c.table["theta"]
+
+
+def test_reads_through_a_python_getattribute_sit_behind_one_state_check(compile_with, backend):
+    model = _Configured()
+    compiled = compile_with(model)
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(compiled(x), model(x))
+    torch.testing.assert_close(compiled(x), model(x))
+    assert len(backend.graphs) == 1
+    (entry,) = [e for cache in compiled._session.caches.values() for e in cache.entries]
+    source = entry.guard_set.source_text()
+    # one conjunct asks whether the config's state is unchanged; only if not do the reads run
+    gathered = [line for line in source.splitlines() if "config) or (" in line]
+    assert len(gathered) == 1 and "hasattr(" in gathered[0] and ".use_bias is True" in gathered[0]
+    assert source.count("hasattr(") == 1
+    # every kind of change still recompiles: a value, its type, an alias's target, an attribute
+    # added that was absent, a nested dict changed in place
+    changes = [
+        lambda c: setattr(c, "scale", 2.0),
+        lambda c: setattr(c, "use_bias", 1),
+        lambda c: setattr(c, "hidden", 7),
+        lambda c: setattr(c, "dropout", 0.1),
+        lambda c: c.table.__setitem__("theta", 3.0),
+        lambda c: setattr(c, "name", "other"),
+    ]
+    for graphs, change in enumerate(changes, start=2):
+        change(model.config)
+        torch.testing.assert_close(compiled(x), model(x))
+        assert len(backend.graphs) == graphs
+        torch.testing.assert_close(compiled(x), model(x))
+        assert len(backend.graphs) == graphs  # and the new entry's guard holds on the next call
+
+
+def test_the_state_check_covers_the_class_data_its_lookup_reads(compile_with, backend):
+    model = _Configured()
+    compiled = compile_with(model)
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(compiled(x), model(x))
+    try:
+        _Config.aliases["width"] = "scale"  # c.width now reads another attribute
+        torch.testing.assert_close(compiled(x), model(x))
+        assert len(backend.graphs) == 2
+    finally:
+        _Config.aliases["width"] = "hidden"

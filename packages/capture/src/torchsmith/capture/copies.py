@@ -79,11 +79,8 @@ def state_of(value, _path=()):
 
 def state_check(value, state):
     """`x -> state_of(x) == state` for `state = state_of(value)`, run by a guard on every call. For
-    an object of a plain class (a config) the attributes are compared at C speed first: the same
-    class, the same attribute names in order, the same value types, values equal (`==`) and the
-    state of each attribute that is neither a leaf nor atomic (a dict, a nested object) equal, a
-    dict of leaves by its items and their types; only where that does not hold (a changed value,
-    another NaN object) is the whole state rebuilt and compared."""
+    an object of a plain class (a config) `same_state` answers first, at C speed; only where it
+    does not hold (a changed value, another NaN object) is the whole state rebuilt and compared."""
 
     def exact(x) -> bool:
         return state_of(x) == state
@@ -91,6 +88,21 @@ def state_check(value, state):
     kind = type(value)
     if kind in _LEAVES or issubclass(kind, _ATOMIC) or issubclass(kind, _CONTAINERS):
         return exact
+    quick = same_state(value)
+    return lambda x: quick(x) or exact(x)
+
+
+def same_state(value):
+    """`x -> bool`: True only where `x`'s state equals `value`'s now (`state_of`), compared at C
+    speed: the same class, the same attribute names in order, the same value types, values equal
+    (`==`) and the state of each attribute that is neither a leaf nor atomic (a dict, a nested
+    object) equal, a dict of leaves by its items and their types. False where any of that
+    differs, even if the states are equal (another NaN object). `value` is an object of a plain
+    class; raises `Unsupported` where its state is not plain data."""
+    kind = type(value)
+    if not _plain_class(kind):
+        raise Unsupported(f"the state of a {kind.__qualname__} is not a plain __dict__")
+    # read past the class's own __getattribute__ (transformers' configs have one): the state is the dict
     attrs = object.__getattribute__(value, "__dict__")
     snapshot = dict(attrs)  # the leaves are immutable; the other values are checked by their state
     names, kinds = list(attrs), [type(v) for v in attrs.values()]
@@ -102,16 +114,15 @@ def state_check(value, state):
     ]
 
     def check(x) -> bool:
-        if type(x) is kind:
-            d = object.__getattribute__(x, "__dict__")
-            if (
-                list(d) == names
-                and list(map(type, d.values())) == kinds
-                and d == snapshot
-                and all(same(d[k]) for k, same in nested)
-            ):
-                return True
-        return exact(x)
+        if type(x) is not kind:
+            return False
+        d = object.__getattribute__(x, "__dict__")
+        return (
+            list(d) == names
+            and list(map(type, d.values())) == kinds
+            and d == snapshot
+            and all(same(d[k]) for k, same in nested)
+        )
 
     return check
 
@@ -121,11 +132,12 @@ def _state_equals(state):
 
 
 def _leaf_dict_check(value):
-    """For a dict of leaves (`{0: "a"}`), `x -> state_of(x) == state_of(value)` by its items and
-    their types (C speed); None for anything else."""
+    """For a dict of leaves and floats (`{0: "a", "theta": 1e4}`), `x -> bool` at C speed, True
+    only where `state_of(x) == state_of(value)` (by its items and their types; a NaN value makes
+    it False, and the callers then compare the whole state); None for anything else."""
     if type(value) is not dict:
         return None
-    if not all(type(k) in _LEAVES and type(v) in _LEAVES for k, v in value.items()):
+    if not all(type(k) in _LEAVES and (type(v) in _LEAVES or type(v) is float) for k, v in value.items()):
         return None
     items = list(value.items())
     key_types, value_types = list(map(type, value)), list(map(type, value.values()))

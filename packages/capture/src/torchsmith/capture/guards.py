@@ -20,7 +20,8 @@ import types
 import torch
 from torch.utils._device import DeviceContext
 
-from torchsmith.capture.errors import GeneratedCodeError
+from torchsmith.capture.copies import same_state, state_check, state_of
+from torchsmith.capture.errors import GeneratedCodeError, Unsupported
 from torchsmith.capture.pysource import string_literal
 
 _LITERAL_TYPES = (bool, int, type(None))
@@ -65,6 +66,15 @@ def module_lacks(module, name: str) -> bool:
         and name not in d["_modules"]
         and not hasattr(type(module), name)
     )
+
+
+def _module_field(source: str, module, name: str) -> str:
+    """The fast expression reading attribute `name` of `module` (through `source`): a subscript of its
+    instance dict where that is what attribute lookup finds (a plain module whose class has no
+    attribute of that name), about twice as fast as the lookup, which searches the class first."""
+    if _plain_module(module) and name in module.__dict__ and not hasattr(type(module), name):
+        return f"{source}.__dict__[{string_literal(name)}]"
+    return f"{source}.{name}"
 
 
 def _plain_module(obj) -> bool:
@@ -134,6 +144,9 @@ class GuardSet:
         # lies beneath them (`.co_varnames[3] == 'x'`, read by inspect.signature) always hold.
         self._frozen: list[str] = []
         self._expr_codes: dict[str, types.CodeType] = {}  # first_failure's compiled expressions
+        # source of an object whose class reads attributes through Python code -> a check that its
+        # state is what it was at capture (None where that state is not plain data)
+        self._state_roots: dict[str, object] = {}
 
     def add(self, expr: str, fast: str | None = None) -> None:
         """Add one boolean expression (duplicates and guards implied by an identity guard on an
@@ -144,8 +157,8 @@ class GuardSet:
         if expr not in self._seen:
             self._seen.add(expr)
             self.exprs.append(expr)
-            if fast is not None:
-                self._fast[expr] = fast
+        if fast is not None:
+            self._fast.setdefault(expr, fast)
 
     def type_is(self, source: str, obj) -> None:
         self.add(f"type({source}) is {self.ns.name_of(type(obj))}")
@@ -157,7 +170,9 @@ class GuardSet:
 
     def module_training(self, source: str, module) -> None:
         """`module.training` (read through `source`) must stay what it is now."""
-        self.add(f"{source}.training is {module.training!r}")
+        flag = module.training
+        fast = f"{_module_field(source, module, 'training')} is {flag!r}"
+        self.add(f"{source}.training is {flag!r}", fast=fast)
 
     def module_hooks(self, source: str, module) -> None:
         """The module's forward (pre-)hook counts and whether its instance replaces `forward` must
@@ -165,8 +180,27 @@ class GuardSet:
         # and the module has no backward hooks (capture does not inline a module that has some)
         for table in ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks"):
             count = len(getattr(module, table))
-            self.add(f"len({source}.{table}) == {count}" if count else f"not {source}.{table}")
+            field = _module_field(source, module, table)
+            if count:
+                self.add(f"len({source}.{table}) == {count}", fast=f"len({field}) == {count}")
+            else:
+                self.add(f"not {source}.{table}", fast=f"not {field}")
         self.add(f"('forward' in {source}.__dict__) is {'forward' in module.__dict__}")
+
+    def note_attribute_read(self, source: str, obj) -> None:
+        """Capture read an attribute of `obj` (through `source`). Where `obj`'s class reads its
+        attributes through Python code (a `__getattribute__` or `__getattr__` of its own:
+        transformers' configs), each guard on such a read costs a Python call, about a microsecond
+        (an absent attribute's exception twice that); `source_text` puts those guards behind one
+        check that the object's state is unchanged."""
+        if source in self._state_roots or not _python_attribute_lookup(obj):
+            return
+        try:
+            same, class_data = same_state(obj), _lookup_class_data(type(obj))
+        except Unsupported:
+            self._state_roots[source] = None
+            return
+        self._state_roots[source] = _quiet(lambda x: same(x) and all(check() for check in class_data))
 
     def _implied(self, expr: str) -> bool:
         """Whether `expr` reads nothing but what lies below an identity-guarded immutable object."""
@@ -240,6 +274,8 @@ class GuardSet:
     def has_attribute(self, source: str, name: str, present: bool, obj=None) -> None:
         """`hasattr(source, name)` must stay `present` (an attribute added or deleted recompiles);
         `obj` is the object `source` reads now."""
+        if obj is not None:
+            self.note_attribute_read(source, obj)
         if not present and _plain_module(obj) and module_lacks(obj, name):
             self.add(f"___module_lacks({source}, {string_literal(name)})")
             return
@@ -247,7 +283,7 @@ class GuardSet:
 
     def source_text(self, share_paths: bool = True) -> str:
         """The guard function's source; with `share_paths`, each submodule path is looked up once."""
-        exprs = [self._fast.get(e, e) for e in self.exprs]
+        exprs = [self._fast.get(e, e) for e in self._behind_state_checks(self.exprs)]
         if share_paths:
             exprs = bind_shared_reads(exprs, self.ns.values)
             exprs = bind_shared_paths(_reuse_tensor_locals(exprs, self._tensor_locals))
@@ -259,6 +295,39 @@ class GuardSet:
             "    except Exception:\n"
             "        return False\n"
         )
+
+    def _behind_state_checks(self, exprs: list[str]) -> list[str]:
+        """`exprs` with the guards on attribute reads of each object in `_state_roots` (its
+        attribute's value, type or presence compared with a constant) gathered into one conjunct,
+        where the first of them stood:
+
+            (K7(L['self'].config) or (L['self'].config.use_cache is False and ...))
+
+        `K7` is True where the object's state equals its state at capture: the same class and the
+        same plain data, so reads through its class's code (a function of the two) give what they
+        gave then, when every gathered guard held. Only where the state changed do the reads run."""
+        gathered: dict[str, list[str]] = {}
+        place: dict[int, str] = {}
+        for i, expr in enumerate(exprs):
+            root = _state_read_root(expr, self._state_roots)
+            if root is not None:
+                if root not in gathered:
+                    place[i] = root
+                gathered.setdefault(root, []).append(expr)
+        # a state check costs about what three or four reads do
+        gathered = {root: reads for root, reads in gathered.items() if len(reads) >= _MIN_GATHERED}
+        place = {i: root for i, root in place.items() if root in gathered}
+        if not gathered:
+            return exprs
+        out = []
+        for i, expr in enumerate(exprs):
+            root = place.get(i)
+            if root is not None:
+                reads = " and ".join(self._fast.get(e, e) for e in gathered[root])
+                out.append(f"({self.ns.name_of(self._state_roots[root])}({root}) or ({reads}))")
+            elif _state_read_root(expr, self._state_roots) not in gathered:
+                out.append(expr)
+        return out
 
     def compile(self):
         """The guard function `guard(L, G) -> bool`."""
@@ -294,6 +363,72 @@ class GuardSet:
         self.exprs.remove(expr)
         self.exprs.insert(0, expr)
         return True
+
+
+def _python_attribute_lookup(obj) -> bool:
+    """Whether reading `obj`'s attributes runs Python code of its class (not a module's)."""
+    cls = type(obj)
+    if isinstance(obj, torch.nn.Module) or isinstance(obj, type):
+        return False
+    lookup = (getattr(cls, "__getattribute__", None), getattr(cls, "__getattr__", None))
+    return any(isinstance(f, types.FunctionType) for f in lookup)
+
+
+# A guard that compares one attribute read of a source (its value, its type, its presence) with a
+# literal or a constant: `S.name is False`, `S.name == K3`, `type(S.name) is K4`, `hasattr(S, 'n') is True`.
+_ATTRIBUTE_GUARD = re.compile(
+    r"(?:(?P<a>.+)\.\w+ (?:is (?:True|False|None)|== (?:K\d+|-?[\d.e+-]+|'[^'\\]*'|\"[^\"\\]*\"))"
+    r"|type\((?P<b>.+)\.\w+\) is K\d+"
+    r"|hasattr\((?P<c>.+), '\w+'\) is (?:True|False))"
+)
+
+
+_MIN_GATHERED = 4
+
+
+def _state_read_root(expr: str, roots: dict) -> str | None:
+    """The root in `roots` (with a state check) whose attribute read `expr` guards, if any."""
+    m = _ATTRIBUTE_GUARD.fullmatch(expr)
+    if m is None:
+        return None
+    root = m.group("a") or m.group("b") or m.group("c")
+    return root if roots.get(root) is not None else None
+
+
+def _lookup_class_data(cls: type) -> list:
+    """Checks (no arguments) that the class data the class's own attribute lookup code may read
+    is unchanged: each name that code holds (as a string constant or a name) which the class
+    resolves to plain data (transformers' `attribute_map`), the same object with the same state.
+    Raises `Unsupported` where such data is not plain."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        for hook in ("__getattribute__", "__getattr__"):
+            fn = klass.__dict__.get(hook)
+            if isinstance(fn, types.FunctionType):
+                code = fn.__code__
+                names.update(c for c in code.co_consts if type(c) is str)
+                names.update(code.co_names)
+    checks = []
+    for name in sorted(names):
+        owner = next((k for k in cls.__mro__ if name in k.__dict__), None)
+        value = owner.__dict__[name] if owner is not None else None
+        if owner is None or callable(value) or hasattr(type(value), "__get__"):
+            continue  # not class data: methods and descriptors are code, guarded where capture reads them
+        same = state_check(value, state_of(value))
+        checks.append(lambda d=owner.__dict__, n=name, v=value, same=same: d.get(n) is v and same(v))
+    return checks
+
+
+def _quiet(check):
+    """`check` answering False where it raises (the gathered guards then run and decide)."""
+
+    def quiet(x) -> bool:
+        try:
+            return check(x)
+        except Exception:
+            return False
+
+    return quiet
 
 
 _NOT_ALWAYS_EVALUATED = re.compile(r"\b(or|if|for|lambda)\b")

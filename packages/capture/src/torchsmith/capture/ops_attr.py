@@ -193,6 +193,8 @@ class AttributeOps:
                 if name in value.__dict__.get(table, ()):
                     source = subscript(f"{root}.{table}", name)
                     break
+        if root is not None:
+            self.guards.note_attribute_read(root, value)
         try:
             result = getattr(value, name)
         except AttributeError as e:
