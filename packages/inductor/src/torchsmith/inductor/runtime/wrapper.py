@@ -352,8 +352,9 @@ def _numel(dims) -> sympy.Expr:
 
 def _openmp_threads(threads: int):
     """(omp_set_num_threads, omp_get_max_threads, threads) of the OpenMP runtime the generated libraries
-    link (the system libgomp; torch's bundled copy is another instance, so torch.set_num_threads does
-    not reach our kernels)."""
+    link. They ask for libgomp.so.1 by name, which resolves to the copy already loaded: torch's own
+    where its wheel bundles one, so torch.set_num_threads reaches our kernels as well and
+    `cpp.threads` overrides it for one graph's call only (set before, restored after)."""
     import ctypes.util
 
     if not isinstance(threads, int) or threads < 1:
