@@ -154,3 +154,28 @@ def test_a_donor_of_the_same_layout_serves_as_it_is(monkeypatch):
     # exp and sin take the library matmul results' tensors, cos takes sin's (a kernel's own buffer),
     # each dead by then and of the same 16x16 layout at offset 0: no view is made for any of them
     assert views == []
+
+
+def reshaped_chain(b, x, w):
+    t1 = b.op("aten.mm.default", x, w)  # [16, 16]
+    t2 = b.op("aten.sin.default", b.op("aten.mul.Tensor", t1, 0.5))  # read by the next matmul
+    t3 = b.op("aten.mm.default", t2, w)
+    # [4, 64] in a dead buffer's storage: only kernels read it (two reductions over either axis),
+    # so its tensor gives them an address and nothing else
+    wide = b.op("aten.exp.default", b.op("aten.view.default", b.op("aten.cos.default", t3), [4, 64]))
+    return b.op("aten.sum.dim_IntList", wide, [1]), b.op("aten.amax.default", wide, [0])
+
+
+def test_a_buffer_only_kernels_read_takes_its_donor_tensor_as_it_is(monkeypatch):
+    graph = make_graph("reshaped", {"x": ((16, 16), F32), "w": ((16, 16), F32)}, reshaped_chain)
+    compiled = compile_graph(graph)
+    donated = [a for a in compiled.memory_plan.allocations if a.donor is not None]
+    assert donated, "the plan reuses no storage: the test checks nothing"
+    x, w = torch.randn(16, 16), torch.randn(16, 16) * 0.3
+    assert_matches_eager(compiled, graph, x, w, rtol=1e-4, atol=1e-4)
+    views = []
+    real = torch.Tensor.as_strided
+    monkeypatch.setattr(torch.Tensor, "as_strided", lambda self, *a: views.append(a) or real(self, *a))
+    compiled(x, w)
+    assert views == []
+    assert_matches_eager(compiled, graph, x, w, rtol=1e-4, atol=1e-4)

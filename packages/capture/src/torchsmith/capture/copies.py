@@ -108,7 +108,7 @@ def same_state(value):
     names, kinds = list(attrs), [type(v) for v in attrs.values()]
     # values compared as they are in the state (leaves, atomics) need no more than `==` and their type
     nested = [
-        (k, _leaf_dict_check(v) or _state_equals(state_of(v)))
+        (k, leaf_dict_check(v) or _state_equals(state_of(v)))
         for k, v in attrs.items()
         if not (type(v) in _LEAVES or isinstance(v, _ATOMIC))
     ]
@@ -131,7 +131,7 @@ def _state_equals(state):
     return lambda x: state_of(x) == state
 
 
-def _leaf_dict_check(value):
+def leaf_dict_check(value):
     """For a dict of leaves and floats (`{0: "a", "theta": 1e4}`), `x -> bool` at C speed, True
     only where `state_of(x) == state_of(value)` (by its items and their types; a NaN value makes
     it False, and the callers then compare the whole state); None for anything else."""

@@ -20,7 +20,7 @@ import types
 import torch
 from torch.utils._device import DeviceContext
 
-from torchsmith.capture.copies import same_state, state_check, state_of
+from torchsmith.capture.copies import leaf_dict_check, same_state, state_check, state_of
 from torchsmith.capture.errors import GeneratedCodeError, Unsupported
 from torchsmith.capture.pysource import string_literal
 
@@ -395,6 +395,9 @@ def _state_read_root(expr: str, roots: dict) -> str | None:
     return root if roots.get(root) is not None else None
 
 
+_IMMUTABLE_DATA = (type(None), bool, int, float, str, bytes)
+
+
 def _lookup_class_data(cls: type) -> list:
     """Checks (no arguments) that the class data the class's own attribute lookup code may read
     is unchanged: each name that code holds (as a string constant or a name) which the class
@@ -414,7 +417,10 @@ def _lookup_class_data(cls: type) -> list:
         value = owner.__dict__[name] if owner is not None else None
         if owner is None or callable(value) or hasattr(type(value), "__get__"):
             continue  # not class data: methods and descriptors are code, guarded where capture reads them
-        same = state_check(value, state_of(value))
+        if type(value) in _IMMUTABLE_DATA:  # the same object: nothing in it can change
+            checks.append(lambda d=owner.__dict__, n=name, v=value: d.get(n) is v)
+            continue
+        same = leaf_dict_check(value) or state_check(value, state_of(value))
         checks.append(lambda d=owner.__dict__, n=name, v=value, same=same: d.get(n) is v and same(v))
     return checks
 

@@ -93,6 +93,11 @@ class CompiledGraph:
         # buffers whose tensor is exactly their layout at storage offset 0 (what kernel steps allocate,
         # what planned library matmuls return): their layouts
         allocated: dict = {}
+        # buffers whose tensor only ever gives kernels an address: no library call reads it and no
+        # output shows it, so in a dead buffer's storage it can be that buffer's tensor as it is
+        tensor_read = {v.buffer for v in program.outputs} | {
+            a.buffer for step in self.steps if isinstance(step[0], ExternCall) for a in step[0].args
+        }
         for step, frees in zip(self.steps, self.memory_plan.frees, strict=True):
             drop = [slot_of[n] for n in frees]
             if isinstance(step[0], ExternCall) and self._static and plannable(step[0]):
@@ -109,10 +114,13 @@ class CompiledGraph:
                 # Kernel-local buffers (cpp_local) have no storage: only what the kernel writes.
                 stored = [b for b in step if b.name in kernel.writes]
                 allocs = [
-                    self._allocation(b, layouts[b.name], donors.get(b.name), slot_of, allocated)
+                    self._allocation(b, layouts[b.name], donors.get(b.name), slot_of, allocated,
+                                     address_only=b.name not in tensor_read)
                     for b in stored
                 ]
-                allocated.update((b.name, layouts[b.name]) for b in stored)
+                for b, alloc in zip(stored, allocs, strict=True):
+                    # the tensor the slot holds: the donor's own where it serves as it is
+                    allocated[b.name] = allocated[donors[b.name]] if alloc[-1] else layouts[b.name]
                 fn, arg_slots = self._kernel_function(library, kernel, slot_of)
                 self._run.append(self._kernel_step(fn, arg_slots, allocs, drop))
                 plan.append(KernelStep(fn, tuple(allocs), tuple(arg_slots), tuple(drop)))
@@ -179,11 +187,13 @@ class CompiledGraph:
                 chosen[name] = read
         return chosen
 
-    def _allocation(self, buffer: ComputedBuffer, layout, donor: str | None, slot_of, allocated: dict):
+    def _allocation(self, buffer: ComputedBuffer, layout, donor: str | None, slot_of, allocated: dict,
+                    address_only: bool = False):
         """(slot, donor slot or -1, shape, strides, dtype, leaves, same) of `buffer`'s tensor in
         `layout` (its own, or the one extern calls read it in): `same` when the donor's tensor is
-        known to be this very layout at storage offset 0 (`allocated`), so it serves as it is (the
-        kernels only take its address) instead of as a new view of its storage."""
+        known to start its storage (`allocated`) and is this very layout, or `buffer`'s tensor is
+        `address_only`, so it serves as it is (the kernels only take its address) instead of as a
+        new view of its storage."""
         donor_slot = -1 if donor is None else slot_of[donor]
         shape, strides = self._dims(layout.shape), self._dims(layout.strides)
         # A graph output in a dead buffer's storage is detached from that buffer: eager's result is
@@ -191,7 +201,9 @@ class CompiledGraph:
         leaves = donor is not None and any(v.buffer == buffer.name for v in self.program.outputs)
         donor_layout = allocated.get(donor)
         same = self._static and donor_layout is not None and (
-            self._dims(donor_layout.shape), self._dims(donor_layout.strides)) == (shape, strides)
+            (address_only and not leaves)
+            or (self._dims(donor_layout.shape), self._dims(donor_layout.strides)) == (shape, strides)
+        )
         return slot_of[buffer.name], donor_slot, shape, strides, layout.dtype, leaves, same
 
     def _kernel_function(self, library, kernel: Kernel, slot_of):
