@@ -114,6 +114,19 @@ class BodyWriter:
         # hoisted values, so a load indexed by one (an embedding row picked by a hoisted id) is too.
         self.hoisted_temps: set[str] = set()
 
+    def _invariant_select(self, expr: Expr) -> bool:
+        """A float select in the inner loop whose condition is the same in every iteration: written
+        as `ts::blend` (bit operations), which GCC vectorizes where it does not the `?:`."""
+        return (
+            isinstance(expr, Op)
+            and expr.op == "where"
+            and expr.dtype in (torch.float32, torch.float64)
+            and expr.args[0].dtype == torch.bool
+            and all(a.dtype == expr.dtype for a in expr.args[1:])
+            and self._invariant(expr.args[0])
+            and not self._invariant(expr)
+        )
+
     def _invariant(self, expr: Expr) -> bool:
         """Whether `expr` is the same in every iteration of the inner loop (so it can be hoisted)."""
         if self.hoisted is None:
@@ -179,6 +192,9 @@ class BodyWriter:
             name = emit_indirect(self, expr)
             self.names[expr] = name
             return name
+        elif self._invariant_select(expr):
+            keep, a, b = (self.value(arg) for arg in expr.args)
+            code = f"ts::blend({keep}, {a}, {b})"
         elif self._by_reciprocal(expr):
             code = f"{self.value(expr.args[0])} * {self._reciprocal(expr.args[1])}"
         else:

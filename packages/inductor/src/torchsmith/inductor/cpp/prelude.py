@@ -155,6 +155,23 @@ template <typename T> inline T shift_right(T a, T b) {
   return a >> b;
 }
 
+// `keep ? a : b` for a `keep` that is the same in every iteration of a simd loop (a padded
+// image's border row), as bit operations: GCC does not vectorize a loop whose select has a
+// loop-invariant condition (it turns it into a branch). The same bits as the select, NaNs too.
+template <typename T, typename U> inline T blend_bits(bool keep, T a, T b) {
+  static_assert(sizeof(T) == sizeof(U), "blend_bits: an unsigned type of the value's size");
+  const U m = U(0) - static_cast<U>(keep);
+  U x, y;
+  __builtin_memcpy(&x, &a, sizeof x);
+  __builtin_memcpy(&y, &b, sizeof y);
+  const U r = (x & m) | (y & ~m);
+  T out;
+  __builtin_memcpy(&out, &r, sizeof out);
+  return out;
+}
+inline float blend(bool keep, float a, float b) { return blend_bits<float, uint32_t>(keep, a, b); }
+inline double blend(bool keep, double a, double b) { return blend_bits<double, uint64_t>(keep, a, b); }
+
 inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
 
