@@ -152,7 +152,7 @@ define_prim(
     "transposed: bool, output_padding: ints, groups: int",
     kind="library",
     infer=_conv_rule,
-    torch_impl=lambda *args: torch.ops.aten.convolution.default(*args),
+    torch_impl=torch.convolution,  # aten::convolution's own binding: no Python between it and the call
     numpy_impl=_numpy_conv,
     doc="N-d (transposed) convolution with aten.convolution's semantics.",
 )
