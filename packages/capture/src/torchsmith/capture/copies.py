@@ -100,10 +100,10 @@ def same_state(value):
     differs, even if the states are equal (another NaN object). `value` is an object of a plain
     class; raises `Unsupported` where its state is not plain data."""
     kind = type(value)
-    if not _plain_class(kind):
-        raise Unsupported(f"the state of a {kind.__qualname__} is not a plain __dict__")
     # read past the class's own __getattribute__ (transformers' configs have one): the state is the dict
-    attrs = object.__getattribute__(value, "__dict__")
+    attrs = _instance_dict(value)
+    if not _plain_class(kind) or attrs is None:
+        raise Unsupported(f"the state of a {kind.__qualname__} is not a plain __dict__")
     snapshot = dict(attrs)  # the leaves are immutable; the other values are checked by their state
     names, kinds = list(attrs), [type(v) for v in attrs.values()]
     # values compared as they are in the state (leaves, atomics) need no more than `==` and their type
@@ -125,6 +125,16 @@ def same_state(value):
         )
 
     return check
+
+
+def _instance_dict(value) -> dict | None:
+    """`value`'s own `__dict__`, None where it has none (objects of C++ bindings: pybind11 classes
+    are heap types too)."""
+    try:
+        attrs = object.__getattribute__(value, "__dict__")
+    except AttributeError:
+        return None
+    return attrs if type(attrs) is dict else None
 
 
 def _state_equals(state):

@@ -197,7 +197,7 @@ class GuardSet:
             return
         try:
             same, class_data = same_state(obj), _lookup_class_data(type(obj))
-        except Unsupported:
+        except (Unsupported, AttributeError):  # not plain data, or no instance dict (a C++ binding's)
             self._state_roots[source] = None
             return
         self._state_roots[source] = _quiet(lambda x: same(x) and all(check() for check in class_data))
