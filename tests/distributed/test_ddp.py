@@ -7,6 +7,7 @@ are eager's. The inductor runs the MLP here; GPT-2 and BERT use aot_eager (the s
 autograd.Functions, without C++ builds) unless TORCHSMITH_DISTRIBUTED=full.
 """
 
+import copy
 import os
 import pathlib
 import sys
@@ -114,3 +115,30 @@ def test_allreduce_starts_before_the_last_backward_piece(ranks, name):
     # unsplit: one backward, and every all-reduce after it
     backwards, allreduces = _positions(whole["events"], "backward"), _positions(whole["events"], "allreduce")
     assert len(backwards) == 1 and allreduces and min(allreduces) > backwards[0], whole["events"]
+
+
+def test_ddp_over_one_rank_compiles_graphs_whole(tmp_path):
+    """One rank's all-reduces move nothing: no cut, whose boundaries would only cost time."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import torchsmith
+    from torchsmith.ir.events import observe
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(*[torch.nn.Linear(16, 16) for _ in range(4)])
+        eager = DDP(copy.deepcopy(model), bucket_cap_mb=0.0005)
+        compiled = torchsmith.compile(DDP(model, bucket_cap_mb=0.0005), backend="aot_eager")
+        x = torch.randn(8, 16)
+        with observe() as events:
+            for _ in range(2):
+                compiled(x).square().sum().backward()
+        for _ in range(2):
+            eager(x).square().sum().backward()
+        assert [e for e in events if e.kind == "ddp_split"] == []
+        for a, b in zip(eager.parameters(), model.parameters()):
+            torch.testing.assert_close(b.grad, a.grad)
+    finally:
+        dist.destroy_process_group()

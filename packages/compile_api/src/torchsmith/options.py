@@ -18,7 +18,7 @@ key                    default    meaning
                                   temporary directory)
 ``ddp.split_at_buckets`` True   under DistributedDataParallel, cut each graph at the gradient buckets
                                   (torchsmith.distributed) so each bucket's all-reduce overlaps the rest of
-                                  the backward; False compiles each graph whole
+                                  the backward (over two or more ranks); False compiles each graph whole
 ``cache.size_limit_mb`` None      bound on the compile caches on disk, least recently used evicted first;
                                   process-wide (None: ``$TORCHSMITH_CACHE_SIZE_MB``, else 1024)
 =====================  =========  =====================================================================

@@ -10,7 +10,9 @@ DDP rebuilds its buckets once, after the first backward, from the order gradient
 planned before that is planned again with the rebuilt buckets on the next call (`PiecewiseCall`).
 Until then the pieces hand their parameters' gradients over in the order the plan assumed, so the
 rebuilt buckets are the planned ones and each is still completed by one piece (`GradientOrder`).
-With `options={"ddp.split_at_buckets": False}`, or outside DDP, graphs are compiled whole.
+With `options={"ddp.split_at_buckets": False}`, outside DDP, or under DDP over one rank (its
+all-reduces move no data, so there is nothing to overlap and the cut would only cost its boundaries),
+graphs are compiled whole.
 """
 
 import logging
@@ -36,6 +38,12 @@ def active_ddp_module():
     return getter() if getter is not None else None
 
 
+def ranks_of(ddp) -> int | None:
+    """How many ranks `ddp` reduces gradients over (None where it has no process group to ask)."""
+    group = getattr(ddp, "process_group", None)
+    return group.size() if group is not None else None
+
+
 class BucketSplitBackend:
     """Called by capture as `backend(graph, example_inputs)`; see the module docstring."""
 
@@ -46,6 +54,9 @@ class BucketSplitBackend:
     def __call__(self, graph: Graph, example_inputs):
         ddp = active_ddp_module() if self.enabled else None
         if ddp is None:
+            return self.backend(graph, example_inputs)
+        if ranks_of(ddp) == 1:
+            log.info("graph %s compiled whole: DDP runs over one rank, no all-reduce to overlap", graph.name)
             return self.backend(graph, example_inputs)
         cut = cut_at_buckets(graph, example_inputs, ddp)
         if cut is None:
