@@ -4,6 +4,7 @@
     python benchmarks/bench_percall.py --only gpt2,llama   # these rows only, merged into percall_cpu.json
     python benchmarks/bench_percall.py --quick             # 3 rounds, writes nothing
     python benchmarks/bench_percall.py --clock thread      # CPU time of this thread (a busy shared machine)
+    python benchmarks/bench_percall.py --only mobilenet_v2,resnet --quick   # any zoo model, its own inputs
 
 The zoo's small configurations (tests/zoo/zoo_models.py: 2 layers, hidden 64) at batch 2 and
 sequence 32, where a call is mostly host overhead: guards, the Python around the graphs, and the
@@ -65,7 +66,11 @@ MD_PATH = RESULTS / "percall_cpu.md"
 
 
 def inputs_of(name: str) -> dict:
-    """Keyword arguments of one call: token ids (and a mask, and T5's decoder ids)."""
+    """Keyword arguments of one call: token ids (and a mask, and T5's decoder ids); for a model that
+    takes no tokens (vision, audio), the zoo's own inputs at its smallest size."""
+    if name not in MODELS:
+        torch.manual_seed(0)
+        return BY_NAME[name].inputs(0)
     g = torch.Generator().manual_seed(0)
     out = {"input_ids": torch.randint(3, 128, (BATCH, SEQ), generator=g)}
     if name != "gpt2":

@@ -390,3 +390,37 @@ def test_the_state_check_covers_the_class_data_its_lookup_reads(compile_with, ba
         assert len(backend.graphs) == 2
     finally:
         _Config.aliases["width"] = "hidden"
+
+
+class _Windowed(torch.nn.Module):
+    """Reads a tuple of constants (nested, mixed types) as convolutions read their stride."""
+
+    def __init__(self):
+        super().__init__()
+        self.window = (2, (1, 0.5), "same", None, True)
+
+    def forward(self, x):
+        step, (offset, scale), mode, _, flag = self.window
+        y = x * step * scale + offset
+        return y + 1 if flag and mode == "same" else y
+
+
+def test_a_tuple_of_constants_is_one_guard_and_any_change_recompiles(compile_with, backend):
+    model = _Windowed()
+    compiled = compile_with(model)
+    x = torch.randn(6)
+    torch.testing.assert_close(compiled(x), model(x))
+    (entry,) = [e for cache in compiled._session.caches.values() for e in cache.entries]
+    window = [e for e in entry.guard_set.exprs if ".window" in e]
+    assert window == [window[0]] and "___same_constants(" in window[0]
+    model.window = (2, (1, 0.5), "same", None, True)  # a new but equal tuple: the same entry
+    torch.testing.assert_close(compiled(x), model(x))
+    assert len(backend.graphs) == 1
+    changes = [(3, (1, 0.5), "same", None, True), (2, (1, 0.25), "same", None, True),
+               (2.0, (1, 0.5), "same", None, True), (2, (1, 0.5), "same", None, False),
+               (2, (1, 0.5), "same", 0, True), (2, (True, 0.5), "same", None, True),
+               [2, (1, 0.5), "same", None, True]]
+    for k, window in enumerate(changes):
+        model.window = window
+        torch.testing.assert_close(compiled(x), model(x))
+        assert len(backend.graphs) == k + 2, window

@@ -263,6 +263,83 @@ def test_rotary_halves_computed_then_cat_inline_into_the_cat():
     assert_matches_eager(compiled, graph, x, c, s, rtol=1e-6, atol=1e-6)
 
 
+def test_channels_last_activation_inlines_into_the_padding_that_reads_it():
+    # a channels-last activation read by constant_pad_nd at clamped indices (max(0, min(15, i2 - 1))):
+    # the nested clamp is one term and the buffer's dims are ordered by stride (N, H, W, C), so the
+    # activation is computed inside the padding's loop instead of being stored and read back
+    cl = TensorType.make((2, 8, 16, 16), F32, strides=(2048, 1, 128, 8))
+
+    def body(b, x, scale):
+        y = b.op("aten.hardtanh.default", b.op("aten.mul.Tensor", x, scale), 0.0, 6.0)
+        return b.op("aten.constant_pad_nd.default", y, [1, 1, 1, 1], 0.0)
+
+    graph = make_graph("pad_act", {"x": cl, "scale": ((8, 1, 1), F32)}, body)
+    program, inlined, plan = scheduled(graph)
+    assert len(program.buffers) == 1, [str(d) for d in inlined if not d.taken]
+    x = torch.randn(2, 16, 16, 8).permute(0, 3, 1, 2) * 4
+    compiled = compile_graph(graph)
+    assert kernel_count(compiled) == 1
+    assert_matches_eager(compiled, graph, x, torch.rand(8, 1, 1) + 0.5, rtol=0, atol=0)
+
+
+def batch_norm_eval(b, x, mean, var, weight, bias):
+    """x [N, C, H, W] normalized by per-channel statistics as eval-mode BatchNorm decomposes."""
+    def channel(v):
+        return b.op("aten.view.default", v, [v.type.shape[0], 1, 1])
+
+    inv = b.op("aten.reciprocal.default", b.op("aten.sqrt.default", b.op("aten.add.Tensor", var, 1e-5)))
+    y = b.op("aten.mul.Tensor", b.op("aten.sub.Tensor", x, channel(mean)), channel(inv))
+    return b.op("aten.add.Tensor", b.op("aten.mul.Tensor", y, channel(weight)), channel(bias))
+
+
+BN_INPUTS = {"mean": ((8,), F32), "var": ((8,), F32), "weight": ((8,), F32), "bias": ((8,), F32)}
+
+
+def bn_arguments(x):
+    return x, torch.randn(8), torch.rand(8) + 0.1, torch.randn(8), torch.randn(8)
+
+
+def test_per_channel_statistics_are_a_prologue_of_the_kernel_that_reads_them():
+    # 1 / sqrt(var + eps) per channel cannot share the image's loops nor be inlined per element:
+    # its kernel computes it whole (into an array of the call) before the normalization's loops
+    cl = TensorType.make((2, 8, 6, 6), F32, strides=(288, 1, 48, 8))
+    graph = make_graph("bn", {"x": cl, **BN_INPUTS}, lambda b, x, *s: b.op("aten.relu.default",
+                                                                          batch_norm_eval(b, x, *s)))
+    program, inlined, plan = scheduled(graph)
+    assert len(plan.groups) == 1, [str(d) for d in plan.decisions]
+    assert any("whole before its loops" in d.reason for d in plan.decisions if d.taken)
+    compiled = compile_graph(graph)
+    assert kernel_count(compiled) == 1
+    assert "float l_reciprocal[8];" in compiled.source
+    x = torch.randn(2, 6, 6, 8).permute(0, 3, 1, 2)
+    assert_matches_eager(compiled, graph, *bn_arguments(x), rtol=1e-6, atol=1e-6)
+
+
+def test_a_prologue_read_by_two_kernels_is_stored_and_both_read_it():
+    def body(b, x, z, *stats):
+        inv = b.op("aten.rsqrt.default", b.op("aten.add.Tensor", stats[1], 1e-5))  # [8]
+        y = b.op("aten.mul.Tensor", x, b.op("aten.view.default", inv, [8, 1, 1]))  # [2, 8, 6, 6]
+        s = b.op("aten.sum.dim_IntList", b.op("aten.mul.Tensor", z, inv), [1])  # [5], reads inv per row
+        return y, s
+
+    graph = make_graph("bn2", {"x": ((2, 8, 24, 24), F32), "z": ((5, 8), F32), **BN_INPUTS}, body)
+    compiled = compile_graph(graph)
+    assert kernel_count(compiled) == 2 and "l_rsqrt" not in compiled.source
+    args = bn_arguments(torch.randn(2, 8, 24, 24))
+    assert_matches_eager(compiled, graph, args[0], torch.randn(5, 8), *args[1:], rtol=1e-5, atol=1e-5)
+
+
+def test_a_scalar_prologue_before_a_tensor_loop():
+    def body(b, x, t):
+        scale = b.op("aten.rsqrt.default", b.op("aten.add.Tensor", t, 1.0))  # 0-d
+        return b.op("aten.mul.Tensor", x, scale)
+
+    graph = make_graph("scalar", {"x": ((64, 33), F32), "t": ((), F32)}, body)
+    compiled = compile_graph(graph)
+    assert kernel_count(compiled) == 1
+    assert_matches_eager(compiled, graph, torch.randn(64, 33), torch.tensor(3.0), rtol=1e-6, atol=1e-6)
+
+
 def test_a_graph_of_extern_calls_only_builds_nothing(monkeypatch):
     import torchsmith.inductor.cpu_pipeline as compile_fx
 

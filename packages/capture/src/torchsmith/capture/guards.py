@@ -27,6 +27,25 @@ from torchsmith.capture.pysource import string_literal
 _LITERAL_TYPES = (bool, int, type(None))
 
 
+def same_constants(x, constants: tuple) -> bool:
+    """Whether `x` is a tuple equal to `constants` (plain constants, nested tuples of them) item by
+    item in type and value: at once where it is that very tuple (immutable, so it still is)."""
+    if x is constants:
+        return True
+    if type(x) is not tuple or len(x) != len(constants):
+        return False
+    for a, b in zip(x, constants):
+        if type(a) is not type(b) or not (same_constants(a, b) if type(b) is tuple else a == b):
+            return False
+    return True
+
+
+def plain_constants(value: tuple) -> bool:
+    """Whether the tuple `value` holds only None, bools, ints, floats, strings and such tuples."""
+    return all(v is None or type(v) in (bool, int, float, str) or (type(v) is tuple and plain_constants(v))
+               for v in value)
+
+
 def tensor_spec(t) -> tuple:
     """What a tensor guard compares: class, dtype, device, requires_grad, sizes, strides."""
     return (type(t), t.dtype, t.device, t.requires_grad, t.size(), t.stride())
@@ -105,6 +124,7 @@ class Namespace:
             **GLOBAL_STATE,
             "___tensor_spec": tensor_spec,
             "___module_lacks": module_lacks,
+            "___same_constants": same_constants,
         }
         self._ids: dict[int, str] = {}
 
@@ -219,6 +239,12 @@ class GuardSet:
             return
         self.type_is(source, value)
         self.add(f"{source} == {self.ns.literal(value)}")
+
+    def constant_tuple(self, source: str, value: tuple) -> None:
+        """A tuple of plain constants (`plain_constants`: a module's `stride`, `padding`) must stay
+        equal in types and values: one check, which an attribute left alone (the very tuple read
+        now) passes by identity, instead of a type, a length and two per item."""
+        self.add(f"___same_constants({source}, {self.ns.name_of(value)})")
 
     def tensor(self, source: str, tensor: torch.Tensor, dynamic_dims: frozenset[int] = frozenset()) -> None:
         """Type, dtype, device, rank, static sizes and strides, requires_grad of a tensor."""

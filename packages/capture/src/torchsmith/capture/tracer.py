@@ -18,7 +18,7 @@ from torchsmith.capture.class_statement import ClassStatementOps
 from torchsmith.capture.copies import CopyOps
 from torchsmith.capture.dynamic_shapes import ShapeEnv, infer_symbolic
 from torchsmith.capture.errors import Unsupported
-from torchsmith.capture.guards import GuardSet, Namespace
+from torchsmith.capture.guards import GuardSet, Namespace, plain_constants
 from torchsmith.capture.instructions import Instruction, normalize, start_of_original
 from torchsmith.capture.numpy_values import NumpyVar, is_numpy_value
 from torchsmith.capture.objects import DataclassOps
@@ -303,6 +303,9 @@ class Tracer(
             tracker.items = [self.wrap(v, f"{source}[{i}]") for i, v in enumerate(value)]
             self.mutable_sources.append(tracker)
             return tracker
+        if type(value) is tuple and plain_constants(value):
+            g.constant_tuple(source, value)
+            return _constant_tuple_var(value, source)
         if isinstance(value, tuple) and (type(value) is tuple or hasattr(value, "_fields")):
             g.type_is(source, value)
             g.add(f"len({source}) == {len(value)}")
@@ -507,6 +510,15 @@ class Tracer(
 
     def values_used(self):
         return iter_values(tuple(n.args for n in self.builder._nodes))
+
+
+def _constant_tuple_var(value: tuple, source: str) -> "TupleVar":
+    """The tracker of a tuple of plain constants, guarded whole (`GuardSet.constant_tuple`)."""
+    items = [
+        _constant_tuple_var(v, f"{source}[{i}]") if type(v) is tuple else ConstVar(v, f"{source}[{i}]")
+        for i, v in enumerate(value)
+    ]
+    return TupleVar(items, source)
 
 
 def _simple_defaults(fn) -> bool:

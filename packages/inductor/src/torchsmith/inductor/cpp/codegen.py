@@ -24,6 +24,7 @@ from torchsmith.inductor.cpp.indirect import INDIRECT_PRELUDE, uses_indirect
 from torchsmith.inductor.cpp.local import kernel_locals, localize
 from torchsmith.inductor.cpp.masking import masking_buffers, may_see_masked_values
 from torchsmith.inductor.cpp.prelude import CPP_PRELUDE
+from torchsmith.inductor.cpp.prologue import split_prologue
 from torchsmith.inductor.cpp.reductions import ReductionEmitter
 from torchsmith.inductor.cpp.rng import RANDOM_PRELUDE, uses_random
 from torchsmith.inductor.cpp.scatter import emit_scatter_kernel
@@ -176,7 +177,15 @@ def _emit_kernel(
     whose reads stay inside that iteration (softmax rows, layer-norm rows). A `welford_mean` and a
     `welford_m2` buffer of the same value and ranges in one group are computed by one reduction.
     Members named in `local` (see `local_buffers`) live in arrays of the outer iteration, not memory.
+    A prologue (`cpp/prologue.py`) is computed whole first, its local members in arrays of the call.
     """
+    prologue, group = split_prologue(group)
+    if prologue:
+        # the prologue's arrays hold whole buffers (depth 0): every member's loads of them rewritten
+        everything, prologue_arrays = localize(prologue + group, local & {b.name for b in prologue}, 0)
+        prologue, group = everything[: len(prologue)], everything[len(prologue) :]
+    else:
+        prologue_arrays = []
     cross = cross_parts(group)
     if cross is None and _same_loops(group):
         # One loop over kept dims that every read and store sees as one run (a channels-last
@@ -188,19 +197,26 @@ def _emit_kernel(
     dtypes = {b.name: b.layout.dtype for b in program.buffers} | {
         i.name: i.layout.dtype for i in program.inputs
     }
-    members = {b.name for b in group}
-    writes = tuple(b.name for b in group if b.name not in local)
+    every = prologue + group
+    members = {b.name for b in every}
+    writes = tuple(b.name for b in every if b.name not in local)
     reads = tuple(
-        dict.fromkeys(ld.buffer for b in group for ld in loads(b.body.value) if ld.buffer not in members)
+        dict.fromkeys(ld.buffer for b in every for ld in loads(b.body.value) if ld.buffer not in members)
     )
     # One namer per kernel: buffers whose names differ only in punctuation get different pointers.
     namer = IdentifierNamer(program.symbols)
     pointer_of = {n: namer.name(f"out_{n}") for n in writes} | {n: namer.name(f"in_{n}") for n in reads}
-    pointer_of |= {n: namer.name(f"l_{n}") for n, _, _ in arrays}
+    pointer_of |= {n: namer.name(f"l_{n}") for n, _, _ in arrays + prologue_arrays}
     params = [f"{storage_type(dtypes[n])}* __restrict__ {pointer_of[n]}" for n in writes]
     params += [f"const {storage_type(dtypes[n])}* __restrict__ {pointer_of[n]}" for n in reads]
     params += [f"int64_t {s}" for s in program.symbols]
     lines = [f'extern "C" void {name}({", ".join(params)}) {{']
+    lines += [f"  {t} {pointer_of[n]}[{size}];" for n, t, size in prologue_arrays]
+    counter = [0]
+    for member in prologue:  # one thread: a few thousand elements at most; a block of its own
+        lines.append("  {")
+        _emit_member([member], 0, pointer_of, lines, "    ", counter, inside=False)
+        lines.append("  }")
     if cross:
         emit_cross_kernel(group, pointer_of, lines, _work_condition, _row_emitter(cross[0], pointer_of))
         lines.append("}")
@@ -229,7 +245,6 @@ def _emit_kernel(
     indent = "  " * (len(outer) + 1)
     # Declared inside the outer loop body: private to the thread running that iteration.
     lines += [f"{indent}{t} {pointer_of[n]}[{size}];" for n, t, size in arrays]
-    counter = [0]
     done: set = set()
     folded = _folded_producers(group, len(outer), {n for n, _, _ in arrays})
     producers = {p.name for p in folded.values()}
@@ -450,13 +465,14 @@ def local_buffers(program: LoopProgram, groups: list[Group]) -> frozenset[str]:
     """The buffers of `groups` that their kernel keeps in arrays of its outer iteration instead of
     memory (cpp_local): softmax's row max, exp values and sum. The memory plan gives them no storage."""
 
-    def outer_of(group):
+    def layout_of(group):
+        prologue, main = split_prologue(group)
         # Members threaded one by one (few outer iterations) share the iteration's arrays: still fine.
-        if is_column_reduction(group) or cross_parts(group) is not None:
-            return None
-        return _outer_ranges(group)
+        if len(main) < 2 or is_column_reduction(main) or cross_parts(main) is not None:
+            return len(prologue), None
+        return len(prologue), _outer_ranges(main)
 
-    return kernel_locals(program, groups, outer_of)
+    return kernel_locals(program, groups, layout_of)
 
 
 def generate_cpp(
@@ -482,7 +498,8 @@ def generate_cpp(
     kernels = []
     masking = masking_buffers(program)
     for k, group in enumerate(groups):
-        name = f"kernel{k}_{identifier(group[0].name)}"
+        # named after the first member of its loops (a prologue computes only inputs to them)
+        name = f"kernel{k}_{identifier(split_prologue(group)[1][0].name)}"
         kernel, code = emit_kernel(name, tuple(group), program, local, masking)
         parts.append(mark + code)
         kernels.append((kernel, tuple(group)))

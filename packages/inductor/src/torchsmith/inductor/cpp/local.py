@@ -79,19 +79,28 @@ def _readers(program: LoopProgram, groups) -> dict[str, set[int]]:
     return readers
 
 
-def kernel_locals(program: LoopProgram, groups, outer_of) -> frozenset[str]:
-    """The buffers of `groups` that can live in their kernel's outer iteration. `outer_of(group)`
-    gives the group's outer loop ranges, or None where locals do not apply (a column-reduction
-    kernel); a group with no outer loop has none either."""
+def kernel_locals(program: LoopProgram, groups, layout_of) -> frozenset[str]:
+    """The buffers of `groups` that can live in their kernel's outer iteration. `layout_of(group)`
+    gives `(prologue, outer)`: how many leading members the kernel computes whole before its loops
+    (`cpp/prologue.py`: their arrays hold all of them, declared once), and the outer loop ranges of
+    the rest, or None where locals do not apply to them (a column-reduction kernel); members without
+    an outer loop, or alone after the prologue, have none either."""
     readers = _readers(program, groups)
     chosen: set[str] = set()
     for k, group in enumerate(groups):
-        outer = outer_of(group) if len(group) > 1 else None
-        if not outer:
+        if len(group) < 2:
             continue
-        depth = len(outer)
+        first, outer = layout_of(group)
+        if len(group) - first < 2:
+            outer = None
         budget = MAX_LOCAL_BYTES
         for position, buffer in enumerate(group):
+            if position < first:
+                depth = 0
+            elif not outer:
+                break
+            else:
+                depth = len(outer)
             if readers.get(buffer.name, set()) != {k}:
                 continue
             shape = buffer.layout.shape

@@ -22,6 +22,7 @@ import sympy
 from torchsmith.inductor.cpp.codegen import PARALLEL_THRESHOLD, SPLIT_REDUCTION_BELOW, joint_pointwise
 from torchsmith.inductor.cpp.column_reduction import column_like
 from torchsmith.inductor.cpp.cross_reduction import cross_parts
+from torchsmith.inductor.cpp.prologue import split_prologue
 from torchsmith.inductor.loop_ir.index_math import split_index, variable_ranges
 from torchsmith.inductor.loop_ir.program import (
     Buffer,
@@ -199,6 +200,12 @@ def _cannot_join(group: list[ComputedBuffer], buffer: ComputedBuffer, target: st
             if reads_of(buffer) & {p.name for p in partials}:
                 return "it reads column partials that every program of the kernel writes a part of"
             group, members = [m for m in group if m in rows], rows
+    if target == "cpp":
+        prologue, main = split_prologue(members)
+        if prologue:  # computed whole before the loops of the rest, which are checked as a group
+            if len(main) == 1:
+                return None  # alone after its prologue: its loops as they would be without it
+            group, members = list(main[:-1]), list(main)
     outer = min((m.body.ranges for m in members), key=len)
     shown = [format_dim(d) for d in outer]
     for m in members:
@@ -278,6 +285,9 @@ def schedule(program: LoopProgram, target: str = "cpp") -> Schedule:
                     outer = min((m.body.ranges for m in joined), key=len)
                     what = f"reads {', '.join(inside)}" if inside else f"reads {', '.join(shared)} too"
                     where = f"inside the shared loops {[format_dim(d) for d in outer]}"
+                    prologue = split_prologue(joined)[0] if target == "cpp" else ()
+                    if prologue:
+                        where = f"computing {', '.join(p.name for p in prologue)} whole before its loops"
                     if target == "cpp" and cross_parts(joined) is not None:
                         where = "in one pass over the rows (row work and column sums)"
                     if target == "triton" and row_block_parts(joined) is not None:

@@ -78,9 +78,9 @@ def split_index(index, shape, strides, ranges: dict) -> tuple | None:
 def _split_index(index, shape, strides, ranges_items) -> tuple | None:
     ranges = dict(ranges_items)
     strides = tuple(strides)
-    row_major = contiguous_strides(tuple(shape))
-    if any(d != 1 and not _holds("==", s, c) for s, c, d in zip(strides, row_major, shape)):
-        return None  # only row-major buffers: their dims are ordered by stride
+    dims = _dense_order(shape, strides)
+    if dims is None:
+        return None  # only dense buffers (row-major, channels-last, any permutation): ordered by stride
     # A variable of a one-iteration loop is 0: dropped, it cannot land in another dim (`512*i0` of a
     # [1, 2, 16, 16] buffer is not `2*i0` of dim 1).
     unit = {v: 0 for v, size in ranges.items() if size == 1}
@@ -103,7 +103,6 @@ def _split_index(index, shape, strides, ranges_items) -> tuple | None:
     rest = sympy.expand(rest)
     if rest.free_symbols & set(loop_vars):
         return None  # floordiv/mod of a loop variable, or a product of two
-    dims = [k for k, d in enumerate(shape) if d != 1]
     parts: list = [sympy.Integer(0)] * len(shape)
     largest: list = [sympy.Integer(0)] * len(shape)
     constants: list = [sympy.Integer(0)] * len(shape)
@@ -152,13 +151,35 @@ def _split_index(index, shape, strides, ranges_items) -> tuple | None:
     return tuple(sympy.expand(p).xreplace(back) for p in parts)
 
 
+def _dense_order(shape, strides) -> list[int] | None:
+    """The dims of size other than 1 from the largest stride to the smallest, where the strides are
+    those of a dense buffer stored in that order (row-major: the dims in order; channels-last: N, H,
+    W, C); None for any other layout (gaps, overlaps, symbolic strides out of order)."""
+    dims = [k for k, d in enumerate(shape) if d != 1]
+    row_major = contiguous_strides(tuple(shape))
+    if all(_holds("==", strides[k], row_major[k]) for k in dims):
+        return dims
+    if not all(sympy.sympify(strides[k]).is_Integer and sympy.sympify(shape[k]).is_Integer for k in dims):
+        return None
+    order = sorted(dims, key=lambda k: -int(strides[k]))
+    expected = 1
+    for k in reversed(order):
+        if int(strides[k]) != expected:
+            return None
+        expected *= int(shape[k])
+    return order
+
+
 def _name_clamps(index, ranges: dict) -> tuple:
     """`index` with each clamped term (`Min(7, i3)`, `Max(0, i3 - 8)`: how cat and padding read their
     inputs) named by a fresh variable, and `{name: (term, largest value)}`; the split then treats
     such a term like a loop variable of that range, exact because the term is an integer in it.
     (None, {}) when a clamp can go negative or its bounds are not static."""
     clamps: dict = {}
-    atoms = sorted(index.atoms(sympy.Min, sympy.Max), key=str)
+    found = index.atoms(sympy.Min, sympy.Max)
+    # only the outermost clamps: `Min(15, i2 - 1)` inside `Max(0, Min(15, i2 - 1))` goes negative,
+    # the whole term does not
+    atoms = sorted((a for a in found if not any(a != b and b.has(a) for b in found)), key=str)
     for n, atom in enumerate(atoms):
         if not {s for s in atom.free_symbols if is_loop_var_name(s.name)}:
             continue
