@@ -173,3 +173,33 @@ def test_a_result_that_is_not_fresh_is_copied_unless_the_kernel_never_aliases():
     assert _fresh_in_layout(x.clone(), [x], (4, 3), (3, 1), F32)
     assert _fresh_in_layout(x, [x], (4, 3), (3, 1), F32, may_alias=False)
     assert not _fresh_in_layout(x.t(), [x], (3, 4), (4, 1), F32, may_alias=False)  # strides differ
+
+
+def test_a_builtin_op_gets_its_constant_int_lists_as_tuples_made_once(monkeypatch):
+    # torch.convolution parses its stride, padding and dilation lists and keeps none of them: the
+    # planned call passes tuples made when the graph is built instead of a fresh list per call
+    def body(b, img, k):
+        return b.op("aten.convolution.default", img, k, None, [2, 1], [1, 0], [1, 1], False, [0, 0], 1)
+
+    graph = make_graph("conv", {"img": ((1, 2, 7, 6), F32), "k": ((3, 2, 3, 3), F32)}, body)
+    seen = []
+
+    def convolution(*args):
+        seen.append(args[3:6])
+        return torch.convolution(*args)
+
+    (call,) = [b for b in compile_graph(graph).program.buffers if "convolution" in getattr(b, "kernel", "")]
+    monkeypatch.setitem(externs.EXTERN_KERNELS, call.kernel, convolution)
+    compiled = compile_graph(graph)
+    img, k = torch.randn(1, 2, 7, 6), torch.randn(3, 2, 3, 3)
+    assert_matches_eager(compiled, graph, img, k, rtol=1e-5, atol=1e-5)
+    assert seen == [([2, 1], [1, 0], [1, 1])]  # a Python function: lists, one copy per call
+    monkeypatch.setitem(externs.EXTERN_KERNELS, call.kernel, torch.convolution)
+    from torchsmith.inductor.runtime import extern_plan
+
+    flats = []
+    real = extern_plan._flat_params
+    monkeypatch.setattr(extern_plan, "_flat_params", lambda *a: flats.append(real(*a)) or flats[-1])
+    assert_matches_eager(compile_graph(graph), graph, img, k, rtol=1e-5, atol=1e-5)
+    (flat,) = flats
+    assert [v for is_tensor, v in flat if not is_tensor][:4] == [None, (2, 1), (1, 0), (1, 1)]

@@ -13,6 +13,8 @@ calls, and the per-call decisions took several times longer than the matmuls the
     >>> run(values, {}, [], scratch)                                # values[slot_of[call.name]] set
 """
 
+import types
+
 import torch
 
 from torchsmith.inductor.loop_ir.program import ExternCall, TensorArg, TensorView
@@ -113,10 +115,12 @@ def argument_builder(param):
     return lambda args: value
 
 
-def _flat_params(params) -> list[tuple[bool, object]] | None:
+def _flat_params(params, builtin: bool = False) -> list[tuple[bool, object]] | None:
     """`(True, k)` for a parameter that is argument k, `(False, value)` for a constant, where every
     parameter is one or the other and no constant is a list the op could change (those get a fresh
-    copy per call from `argument_builder`); None otherwise."""
+    copy per call from `argument_builder`); None otherwise. For a `builtin` op (a C++ binding:
+    `torch.convolution`), which parses a list of numbers into its own array and never keeps or
+    changes the list, such a list is passed as a tuple made once."""
     flat = []
     for param in params:
         if isinstance(param, TensorArg):
@@ -125,6 +129,8 @@ def _flat_params(params) -> list[tuple[bool, object]] | None:
         if isinstance(param, tuple) and _holds_tensor(param):
             return None
         value = thaw(param, {})
+        if builtin and type(value) is list and all(type(v) in (int, float, bool) for v in value):
+            value = tuple(value)
         if isinstance(value, (list, dict, set)):
             return None
         flat.append((False, value))
@@ -163,7 +169,7 @@ def static_extern_step(
     params = [argument_builder(p) for p in call.params]
     kwargs = [(key, argument_builder(v)) for key, v in call.kwargs]
     plain = not (call.params or call.kwargs)
-    flat = None if call.kwargs else _flat_params(call.params)
+    flat = None if call.kwargs else _flat_params(call.params, isinstance(fn, types.BuiltinFunctionType))
     may_alias = call.kernel not in FRESH_RESULT_KERNELS
     layout = call.layout
     shape, strides, dtype = static_ints(layout.shape), static_ints(layout.strides), layout.dtype
