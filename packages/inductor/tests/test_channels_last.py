@@ -316,3 +316,25 @@ def test_compiled_model_with_dynamic_batch():
             for g, e in zip(compiled(x), model(x)):
                 torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4)
                 assert g.stride() == e.stride()
+
+
+def test_max_pool_between_convolutions_pads_and_pools_channels_last():
+    # max-pool's padding and its windows (slices of the padding) read a channels-last value: they
+    # are stored and looped channels-last too (C innermost: vectorized, no strided gather), and the
+    # window maxima, a chain of equal-shape pointwise buffers, share one kernel
+    def body(g, x, w1, w2):
+        params = ([1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+        c = g.op("aten.relu.default", g.op("aten.convolution.default", x, w1, None, *params))
+        pooled = g.op("aten.max_pool2d_with_indices.default", c, [3, 3], [2, 2], [1, 1])[0]
+        return g.op("aten.convolution.default", pooled, w2, None, *params)
+
+    types = {"x": ((2, 3, 10, 11), F32), "w1": ((8, 3, 3, 3), F32), "w2": ((8, 8, 3, 3), F32)}
+    graph = make_graph("pool_between", types, body)
+    compiled = compile_graph(graph)
+    assert_matches_eager(compiled, graph, *_inputs(types), rtol=1e-4, atol=1e-4)
+    computed = [b for b in compiled.program.buffers if isinstance(b, ComputedBuffer)]
+    pad = next(b for b in computed if b.name.startswith("pad"))
+    assert pad.layout.shape[-1] == 8 and pad.layout.strides[-1] == 1  # NHWC: C innermost
+    pooled = [b for b in computed if b.layout.shape == (2, 5, 6, 8)]
+    assert pooled and all(b.layout.strides[-1] == 1 for b in pooled)
+    assert compiled.source.count('extern "C" void kernel') <= 5  # input, 2 weights, pad, pool

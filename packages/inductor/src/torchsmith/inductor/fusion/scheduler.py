@@ -167,10 +167,12 @@ def _cpp_only_refusal(members: list[ComputedBuffer], outer) -> str | None:
     if threaded_alone:
         return threaded_alone
     if all(isinstance(m.body, Pointwise) and len(m.body.ranges) == len(outer) for m in members):
-        if not joint_pointwise(members):
+        if not joint_pointwise(members) and len(outer) < 2:
             # Siblings share one vectorized loop (codegen.joint_pointwise); a member reading another
             # could read an element not stored yet, and one loop per member would lose the 1-d
-            # nest's vectorized loop. (A Triton kernel computes such members in registers.)
+            # nest's vectorized loop. (With more dims each member loops over the last one itself,
+            # inside the shared others: codegen._outer_ranges. A Triton kernel computes such members
+            # in registers.)
             return "pointwise loops of equal shape, one reading another, would lose their vectorized loop"
     for m in members:
         if isinstance(m.body, Pointwise) and len(m.body.ranges) == len(outer) and _has_indirect(m.body.value):

@@ -10,7 +10,8 @@ a 2-D convolution of a float16/bfloat16/float32 tensor whose result is not a gra
   kernel each call when they are not: nothing is cached, weights may change between calls), and
   their results are channels-last (torch returns them so: no copy);
 - `values`, stored channels-last: forward, an elementwise result of rank 4 that reads a channels-last
-  value of its own shape (a BatchNorm + ReLU epilogue), so the next convolution takes it as it is;
+  value of its own shape (a BatchNorm + ReLU epilogue), or a slice of one (a max-pool's window), so
+  the next convolution takes it as it is, and the padding of a channels-last value (max-pool's);
   backward, one read only by chosen convolutions (as their input) or by channels-last values (a
   normalization of the image before the first convolution);
 - `nhwc_loops`: an elementwise graph output that reads a channels-last value keeps the layout the
@@ -104,15 +105,24 @@ def plan_channels_last(graph: Graph) -> ChannelsLastPlan | None:
     chosen = {n.outputs[0].name for n in convolutions}
     conv_results = set(chosen)
 
+    def candidate_layout(out) -> bool:
+        return _is_4d_float(out) and out.name not in outputs and out.name not in chosen
+
     def candidate(node: Node) -> bool:
-        out = node.outputs[0] if node.outputs else None
-        return _elementwise(node) and _is_4d_float(out) and out.name not in outputs and out.name not in chosen
+        return _elementwise(node) and candidate_layout(node.outputs[0] if node.outputs else None)
 
     nhwc_loops = set()
+    views = set()  # slices of channels-last values: channels-last strides, no storage of their own
     for node in graph.nodes:  # forward: epilogues of channels-last values
-        if _elementwise(node) and _is_4d_float(node.outputs[0]) and node.outputs[0].name not in chosen:
-            shape = node.outputs[0].type.shape
-            if any(v.name in chosen and v.type.shape == shape for v in node.inputs):
+        out = node.outputs[0] if node.outputs else None
+        source = getattr(node.args[0], "name", None) if node.args else None
+        if node.op == "prims.slice" and _is_4d_float(out) and source in chosen | views:
+            views.add(out.name)
+        elif node.op == "prims.pad" and candidate_layout(out) and source in chosen:
+            chosen.add(out.name)  # max-pool's padding: its windows are then read channels-last too
+        elif _elementwise(node) and _is_4d_float(out) and out.name not in chosen:
+            shape = out.type.shape
+            if any(v.name in chosen | views and v.type.shape == shape for v in node.inputs):
                 # An output keeps its layout, but loops in the order of what it reads: contiguous,
                 # vectorized loads and scattered stores beat scattered loads and contiguous stores.
                 (chosen if candidate(node) else nhwc_loops).add(node.outputs[0].name)
