@@ -201,5 +201,38 @@ def test_a_builtin_op_gets_its_constant_int_lists_as_tuples_made_once(monkeypatc
     real = extern_plan._flat_params
     monkeypatch.setattr(extern_plan, "_flat_params", lambda *a: flats.append(real(*a)) or flats[-1])
     assert_matches_eager(compile_graph(graph), graph, img, k, rtol=1e-5, atol=1e-5)
-    (flat,) = flats
-    assert [v for is_tensor, v in flat if not is_tensor][:4] == [None, (2, 1), (1, 0), (1, 1)]
+    assert flats and all(flat == flats[0] for flat in flats)  # the closure's plan and the straight line's
+    assert [v for is_tensor, v in flats[0] if not is_tensor][:4] == [None, (2, 1), (1, 0), (1, 1)]
+
+
+def test_a_convolution_runs_as_one_straight_line_call_whose_result_is_checked(monkeypatch):
+    # torch.convolution's result is a new tensor: the straight-line graph calls it with its constants
+    # inline and compares sizes and strides; a result in another layout is copied into the planned
+    # one, a result of the wrong dtype is an error naming the call
+    from torchsmith.inductor.runtime import extern_plan
+
+    def body(b, img, k):
+        conv = b.op("aten.convolution.default", img, k, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+        return (b.op("aten.relu.default", conv),)
+
+    graph = make_graph("conv", {"img": ((1, 3, 5, 5), F32), "k": ((4, 3, 3, 3), F32)}, body)
+    compiled = compile_graph(graph)
+    source = compiled._straight.source
+    assert source.count("(v, b, sv, scratch)") == 1 and "r.stride() ==" in source  # no closure but run
+    _refuse_general_path(monkeypatch)
+    img, k = torch.randn(1, 3, 5, 5), torch.randn(4, 3, 3, 3)
+    assert_matches_eager(compiled, graph, img, k, rtol=1e-5, atol=1e-5)
+    (call,) = [b for b in compiled.program.buffers if "convolution" in getattr(b, "kernel", "")]
+
+    def column_major(*args):
+        return torch.convolution(*args).transpose(2, 3).contiguous().transpose(2, 3)
+
+    monkeypatch.setitem(externs.EXTERN_KERNELS, call.kernel, column_major)
+    monkeypatch.setitem(extern_plan.FRESH_RESULT_FUNCTIONS, call.kernel, column_major)
+    (out,) = compile_graph(graph)(img, k)
+    torch.testing.assert_close(out, torch.relu(torch.nn.functional.conv2d(img, k, padding=1)))
+    wrong = lambda *args: torch.convolution(*args).double()  # noqa: E731
+    monkeypatch.setitem(externs.EXTERN_KERNELS, call.kernel, wrong)
+    monkeypatch.setitem(extern_plan.FRESH_RESULT_FUNCTIONS, call.kernel, wrong)
+    with pytest.raises(RuntimeCallError, match="expected a torch.float32 tensor"):
+        compile_graph(graph)(img, k)

@@ -19,6 +19,7 @@ import torch
 
 from torchsmith.inductor.loop_ir.program import ExternCall, TensorArg, TensorView
 from torchsmith.inductor.runtime import extern_pool, onednn_matmul
+from torchsmith.inductor.runtime.conv_relu import convolution_relu
 from torchsmith.inductor.runtime.externs import (
     EXTERN_KERNELS,
     OUTPUT_KERNEL,
@@ -27,7 +28,7 @@ from torchsmith.inductor.runtime.externs import (
     own_output,
     same_strides,
 )
-from torchsmith.inductor.runtime.straight_line import MatmulStep
+from torchsmith.inductor.runtime.straight_line import LibraryStep, MatmulStep
 from torchsmith.ir.graph import ArgList
 from torchsmith.ir.interpreter import thaw
 from torchsmith.ir.symbolic import evaluate
@@ -39,6 +40,12 @@ MATMULS = {"prims.mm": torch.mm, "prims.bmm": torch.bmm, "extern.addmm": torch.a
 # Kernels whose result is always a new tensor, never a view of an argument: their planned step
 # checks the result's dtype, shape and strides but not whether it shares an argument's storage.
 FRESH_RESULT_KERNELS = frozenset({"prims.scaled_dot_product_attention"})
+
+# Library functions whose result is a new tensor of the call's dtype, never a view of an argument,
+# by kernel name: a call still bound to that very function (not a replacement a test or user put in
+# EXTERN_KERNELS) runs as a `LibraryStep` of a straight-line graph, which compares its sizes and
+# strides only.
+FRESH_RESULT_FUNCTIONS = {"prims.convolution": torch.convolution, "extern.convolution_relu": convolution_relu}
 
 
 def static_ints(dims) -> tuple[int, ...]:
@@ -212,6 +219,31 @@ def matmul_plan(call: ExternCall, slot_of: dict[str, int], layouts: dict, drop: 
     out = slot_of[call.name]
     args = tuple(zip(slots, readers))
     return MatmulStep(fn, args, out, shape, strides, dtype, in_matmul_layout, tuple(drop))
+
+
+def library_plan(call: ExternCall, slot_of: dict[str, int], layouts: dict, drop: list[int],
+                 inputs: frozenset = frozenset()) -> LibraryStep | None:
+    """The planned step of `call` for a straight-line graph (`straight_line.LibraryStep`) where it
+    calls a function of `FRESH_RESULT_FUNCTIONS` with tensor arguments and constants only; None for
+    any other call."""
+    fn = kernel_function(call.kernel)
+    if not plannable(call) or FRESH_RESULT_FUNCTIONS.get(call.kernel) is not fn or call.kwargs:
+        return None
+    flat = _flat_params(call.params, isinstance(fn, types.BuiltinFunctionType))
+    if flat is None:
+        return None
+    reads = []
+    for v in call.args:
+        slot = slot_of[v.buffer]
+        reads.append((slot, slot_reader(v, slot, layouts[v.buffer], v.buffer in inputs)))
+    params = tuple((True, reads[v]) if is_tensor else (False, v) for is_tensor, v in flat)
+    layout = call.layout
+
+    def check(result):
+        return in_layout(call, result, {}, [])  # copies it into the planned strides, or says what is wrong
+
+    return LibraryStep(fn, params, slot_of[call.name], static_ints(layout.shape), static_ints(layout.strides),
+                       check, tuple(drop))
 
 
 def _fresh_in_layout(result, args, shape, strides, dtype, may_alias: bool = True) -> bool:

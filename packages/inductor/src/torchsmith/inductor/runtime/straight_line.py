@@ -11,6 +11,8 @@ straight-line code over the wrapper's slot list `v`:
         v[6] = v[5].as_strided(s1, t1, 0)         # a buffer in a dead one's storage
         r = k1(v[6], g0(v))                       # a library matmul (g0: a view of an argument)
         v[7] = r if r.stride() == t2 else relayout(r, s2, t2, d2)
+        r = k2(v[7], v[1], c3, c4)                # a library call with constant parameters
+        v[8] = r if r.stride() == t5 and r.shape == s5 else check(r)
         v[5] = v[6] = None
         e0(v, b, sv, scratch)                     # any other step, as its closure
         ...
@@ -54,6 +56,23 @@ class MatmulStep:
 
 
 @dataclass(frozen=True)
+class LibraryStep:
+    """A library call whose result is always a new tensor of the call's dtype (a convolution):
+    `fn` of its parameters, each `(True, (slot, reader))` for a tensor argument (read as in
+    `MatmulStep`) or `(False, value)` for a constant, into `out`; a result of other sizes or strides
+    than `shape` and `strides` goes through `check(result)`, which copies it into the planned
+    layout or says what is wrong."""
+
+    fn: object
+    params: tuple[tuple[bool, object], ...]
+    out: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    check: object
+    drop: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class ClosureStep:
     """Any other step: its closure `run(values, bindings, symbol_values, scratch)`."""
 
@@ -86,13 +105,19 @@ def straight_line(steps: list, name: str = "graph"):
             lines.append(f"    {constant('k', step.fn)}({args})")
             drop = step.drop
         elif isinstance(step, MatmulStep):
-            args = ", ".join(
-                f"v[{slot}]" if read is None else f"{constant('g', read)}(v)" for slot, read in step.args
-            )
+            args = ", ".join(_read(slot, read, constant) for slot, read in step.args)
             s, t, d = constant("s", step.shape), constant("t", step.strides), constant("d", step.dtype)
             lines.append(f"    r = {constant('k', step.fn)}({args})")
             relayout = f"{constant('f', step.relayout)}(r, {s}, {t}, {d})"
             lines.append(f"    v[{step.out}] = r if r.stride() == {t} else {relayout}")
+            drop = step.drop
+        elif isinstance(step, LibraryStep):
+            args = ", ".join(_read(*arg, constant) if is_tensor else constant("c", arg)
+                             for is_tensor, arg in step.params)
+            s, t = constant("s", step.shape), constant("t", step.strides)
+            lines.append(f"    r = {constant('k', step.fn)}({args})")
+            check = constant("f", step.check)
+            lines.append(f"    v[{step.out}] = r if r.stride() == {t} and r.shape == {s} else {check}(r)")
             drop = step.drop
         elif isinstance(step, ClosureStep):
             lines.append(f"    {constant('e', step.run)}(v, b, sv, scratch)")
@@ -108,3 +133,8 @@ def straight_line(steps: list, name: str = "graph"):
     run = namespace["run"]
     run.source = source
     return run
+
+
+def _read(slot: int, read, constant) -> str:
+    """The source reading an argument: the slot's tensor, or `read(v)` (a view of it)."""
+    return f"v[{slot}]" if read is None else f"{constant('g', read)}(v)"

@@ -23,6 +23,7 @@ from torchsmith.inductor.loop_ir.program import (
     TensorView,
 )
 from torchsmith.inductor.runtime.extern_plan import (
+    library_plan,
     matmul_plan,
     plannable,
     returns_own_layout,
@@ -102,8 +103,9 @@ class CompiledGraph:
             drop = [slot_of[n] for n in frees]
             if isinstance(step[0], ExternCall) and self._static and plannable(step[0]):
                 self._run.append(static_extern_step(step[0], slot_of, layouts, drop, input_names))
-                matmul = matmul_plan(step[0], slot_of, layouts, drop, input_names)
-                plan.append(matmul if matmul is not None else ClosureStep(self._run[-1]))
+                planned = (matmul_plan(step[0], slot_of, layouts, drop, input_names)
+                           or library_plan(step[0], slot_of, layouts, drop, input_names))
+                plan.append(planned if planned is not None else ClosureStep(self._run[-1]))
                 if returns_own_layout(step[0]):
                     allocated[step[0].name] = step[0].layout
             elif isinstance(step[0], ExternCall):
