@@ -31,6 +31,7 @@ from torchsmith.inductor.runtime.externs import (
 from torchsmith.inductor.runtime.straight_line import LibraryStep, MatmulStep
 from torchsmith.ir.graph import ArgList
 from torchsmith.ir.interpreter import thaw
+from torchsmith.ir.registry import lookup_op
 from torchsmith.ir.symbolic import evaluate
 
 # The library matmuls: no parameters, a fresh result of the call's shape and dtype, never a view of
@@ -42,10 +43,21 @@ MATMULS = {"prims.mm": torch.mm, "prims.bmm": torch.bmm, "extern.addmm": torch.a
 FRESH_RESULT_KERNELS = frozenset({"prims.scaled_dot_product_attention"})
 
 # Library functions whose result is a new tensor of the call's dtype, never a view of an argument,
-# by kernel name: a call still bound to that very function (not a replacement a test or user put in
-# EXTERN_KERNELS) runs as a `LibraryStep` of a straight-line graph, which compares its sizes and
-# strides only.
-FRESH_RESULT_FUNCTIONS = {"prims.convolution": torch.convolution, "extern.convolution_relu": convolution_relu}
+# by kernel name (None: the op registry's eager function): a call still bound to that very function
+# (not a replacement a test or user put in EXTERN_KERNELS) runs as a `LibraryStep` of a
+# straight-line graph, which compares its sizes and strides only.
+FRESH_RESULT_FUNCTIONS = {
+    "prims.convolution": torch.convolution,
+    "extern.convolution_relu": convolution_relu,
+    "prims.scaled_dot_product_attention": None,
+}
+
+
+def _fresh_result_function(kernel: str):
+    if kernel not in FRESH_RESULT_FUNCTIONS:
+        return None
+    fn = FRESH_RESULT_FUNCTIONS[kernel]
+    return lookup_op(kernel).eager if fn is None else fn
 
 
 def static_ints(dims) -> tuple[int, ...]:
@@ -227,7 +239,7 @@ def library_plan(call: ExternCall, slot_of: dict[str, int], layouts: dict, drop:
     calls a function of `FRESH_RESULT_FUNCTIONS` with tensor arguments and constants only; None for
     any other call."""
     fn = kernel_function(call.kernel)
-    if not plannable(call) or FRESH_RESULT_FUNCTIONS.get(call.kernel) is not fn or call.kwargs:
+    if not plannable(call) or _fresh_result_function(call.kernel) is not fn or call.kwargs:
         return None
     flat = _flat_params(call.params, isinstance(fn, types.BuiltinFunctionType))
     if flat is None:
