@@ -93,7 +93,8 @@ def tests(session: nox.Session) -> None:
     session.install("triton==3.6.0")
     # tests/adversarial fuzzes the IR readers with hypothesis (bounded example counts)
     session.install("hypothesis>=6")
-    session.run("pytest", *session.posargs)
+    # the slowest tests listed: CI runs this session against a 30-minute limit
+    session.run("pytest", "--durations=25", *session.posargs)
 
 
 @nox.session(python=OTHER_PYTHONS)
