@@ -48,7 +48,16 @@ import time
 import warnings
 
 import torch
-from common import RESULTS, calls_per_round, interleaved_times, machine, median, short_error, synchronizer
+from common import (
+    RESULTS,
+    calls_per_round,
+    interleaved_times,
+    machine,
+    median,
+    prepare_native_guards,
+    short_error,
+    synchronizer,
+)
 from inductor_report import markdown, summarize
 from inductor_workloads import WORKLOADS
 
@@ -554,6 +563,7 @@ def main(argv=None) -> dict:
     if args.complete_cold:
         return complete_cold(args.complete_cold, args)
     args.repeat = args.repeat or (3 if args.quick else 15)
+    prepare_native_guards()  # the children (cold ones too) load the extension the user's install has built
     if args.threads:
         torch.set_num_threads(args.threads)  # so the machine info says what the children use
     gpu = args.device.startswith("cuda")

@@ -10,6 +10,7 @@ functions after graph breaks go through the same dispatcher, so each is captured
 first call, under its own guards.
 """
 
+import functools
 import logging
 import time
 import types
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from torchsmith.capture import native_guards
 from torchsmith.capture.binding import bind_to_code
 from torchsmith.capture.errors import (
     CaptureError,
@@ -139,6 +141,8 @@ class CaptureSession:
             return native()
         entry.instances = _module_instances(L)
         cache.entries.append(entry)
+        if entry.guard_set.wants_native() and not entry.guard_set.uses_native():
+            native_guards.when_ready(functools.partial(_recompile_guard, entry))
         return entry.run(L, globals_)
 
     def _limit_reached(self, cache: CodeCache, L: dict) -> bool:
@@ -328,6 +332,11 @@ class CaptureSession:
         if fn.__closure__:
             L["__closure__"] = fn.__closure__
         return self.run_code(code, fn.__globals__, fn.__closure__, L, lambda: fn(*args, **kwargs))
+
+
+def _recompile_guard(entry: Entry) -> None:
+    """Compile `entry`'s guard again (with the C++ tensor checks, once they are loaded)."""
+    entry.guard = entry.guard_set.compile()
 
 
 def _order_guards_by_failure(entries: list, L: dict, G: dict) -> str | None:

@@ -10,16 +10,19 @@ globals). All of them are joined into one generated function
             return False
 
 so a call pays for one Python function and no interpretation. A failed check is explained (for the
-recompile log) by evaluating the expressions one by one, which only happens on a miss.
+recompile log) by evaluating the expressions one by one, which only happens on a miss. Where a guard
+checks many tensors, each tensor's check is one call into C++ once `native_guards` has loaded it.
 """
 
 import collections.abc
 import re
+import threading
 import types
 
 import torch
 from torch.utils._device import DeviceContext
 
+from torchsmith.capture import native_guards
 from torchsmith.capture.copies import leaf_dict_check, same_state, state_check, state_of
 from torchsmith.capture.errors import GeneratedCodeError, Unsupported
 from torchsmith.capture.pysource import string_literal
@@ -167,6 +170,11 @@ class GuardSet:
         # source of an object whose class reads attributes through Python code -> a check that its
         # state is what it was at capture (None where that state is not plain data)
         self._state_roots: dict[str, object] = {}
+        # tensor spec expr -> (local, source, spec tuple) where the C++ check may replace it
+        self._native_specs: dict[str, tuple] = {}
+        self._native_objects: dict[str, object] = {}  # expr -> its native spec, made once
+        # compile and promote run on the capturing thread and on the one loading native checks
+        self._lock = threading.RLock()
 
     def add(self, expr: str, fast: str | None = None) -> None:
         """Add one boolean expression (duplicates and guards implied by an identity guard on an
@@ -268,6 +276,8 @@ class GuardSet:
             expr = f"___tensor_spec({source}) == {spec_name}"
             if expr not in self._seen:
                 self._tensor_locals.setdefault(source, t)
+                if type(tensor) in native_guards.NATIVE_TYPES and tensor.layout == torch.strided:
+                    self._native_specs[expr] = (t, source, spec)
             self.add(expr, fast=f"{fast} == {spec_name}")
             return
         self.type_is(source, tensor)
@@ -307,9 +317,34 @@ class GuardSet:
             return
         self.add(f"hasattr({source}, {string_literal(name)}) is {present!r}")
 
+    def wants_native(self) -> bool:
+        """Whether enough tensors are guarded for checks in C++ to pay (`native_guards`)."""
+        return len(self._native_specs) >= NATIVE_MIN_TENSORS
+
+    def uses_native(self) -> bool:
+        """Whether the guard compiled now checks tensors in C++."""
+        return self.wants_native() and native_guards.loaded() is not None
+
+    def _compiled_form(self, expr: str) -> str:
+        """What the compiled guard evaluates for `expr`: a C++ tensor check where one is loaded."""
+        native = self._native_specs.get(expr) if self.uses_native() else None
+        if native is None:
+            return self._fast.get(expr, expr)
+        local, source, spec = native
+        module = native_guards.loaded()
+        made = self._native_objects.get(expr)
+        if made is None:
+            made = self._native_objects[expr] = module.make_spec(*spec[:4], tuple(spec[4]), tuple(spec[5]))
+        self.ns.values["___native_spec"] = module.check
+        return f"___native_spec(({local} := {source}), {self.ns.name_of(made)})"
+
     def source_text(self, share_paths: bool = True) -> str:
         """The guard function's source; with `share_paths`, each submodule path is looked up once."""
-        exprs = [self._fast.get(e, e) for e in self._behind_state_checks(self.exprs)]
+        with self._lock:
+            return self._source_text(share_paths)
+
+    def _source_text(self, share_paths: bool) -> str:
+        exprs = [self._compiled_form(e) for e in self._behind_state_checks(self.exprs)]
         if share_paths:
             exprs = bind_shared_reads(exprs, self.ns.values)
             exprs = bind_shared_paths(_reuse_tensor_locals(exprs, self._tensor_locals))
@@ -357,12 +392,15 @@ class GuardSet:
 
     def compile(self):
         """The guard function `guard(L, G) -> bool`."""
-        try:
-            return compile_function(self.source_text(), "guard", self.ns.values, "<torchsmith guard>")
-        except GeneratedCodeError:  # a path shared where Python forbids `:=`: the plain form always works
-            return compile_function(
-                self.source_text(share_paths=False), "guard", self.ns.values, "<torchsmith guard>"
-            )
+        if self.wants_native():
+            native_guards.request()
+        with self._lock:
+            try:
+                return compile_function(self.source_text(), "guard", self.ns.values, "<torchsmith guard>")
+            except GeneratedCodeError:  # a path shared where Python forbids `:=`: the plain form always works
+                return compile_function(
+                    self.source_text(share_paths=False), "guard", self.ns.values, "<torchsmith guard>"
+                )
 
     def first_failure(self, L, G) -> str | None:
         """The first expression that is false (or raises) for these arguments; None if all hold."""
@@ -384,11 +422,12 @@ class GuardSet:
         """Move `expr` to the front, so the compiled guard checks it first; whether it moved. The
         dispatcher moves the check that told entries apart on a miss: the entries of the blocks
         of a model, each specialized on its own index, then fail on their first check."""
-        if not self.exprs or self.exprs[0] == expr or expr not in self._seen:
-            return False
-        self.exprs.remove(expr)
-        self.exprs.insert(0, expr)
-        return True
+        with self._lock:
+            if not self.exprs or self.exprs[0] == expr or expr not in self._seen:
+                return False
+            self.exprs.remove(expr)
+            self.exprs.insert(0, expr)
+            return True
 
 
 def _python_attribute_lookup(obj) -> bool:
@@ -410,6 +449,9 @@ _ATTRIBUTE_GUARD = re.compile(
 
 
 _MIN_GATHERED = 4
+
+# Tensors a guard checks before it asks for the C++ checks (and their one-time build).
+NATIVE_MIN_TENSORS = 8
 
 
 def _state_read_root(expr: str, roots: dict) -> str | None:

@@ -1,0 +1,129 @@
+// Tensor guards for torchsmith's capture: `check(tensor, spec)` says whether a tensor has the class,
+// dtype, device, requires_grad, sizes and strides that `make_spec` recorded, reading them from the
+// tensor itself instead of through six Python attributes. Built and loaded by native_guards.py.
+#include <Python.h>
+#include <torch/csrc/Device.h>
+#include <torch/csrc/Dtype.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <new>
+#include <vector>
+
+namespace {
+
+struct Spec {
+  PyObject_HEAD
+  PyObject* type;  // the tensor's exact class (torch.Tensor or torch.nn.Parameter)
+  at::ScalarType dtype;
+  c10::Device device;
+  bool requires_grad;
+  std::vector<int64_t>* sizes;
+  std::vector<int64_t>* strides;
+};
+
+PyTypeObject SpecType = {PyVarObject_HEAD_INIT(nullptr, 0) "torchsmith_tensor_spec.Spec"};
+
+void spec_dealloc(PyObject* self) {
+  Spec* spec = reinterpret_cast<Spec*>(self);
+  Py_XDECREF(spec->type);
+  delete spec->sizes;
+  delete spec->strides;
+  Py_TYPE(self)->tp_free(self);
+}
+
+bool read_ints(PyObject* sequence, std::vector<int64_t>* out) {
+  PyObject* items = PySequence_Fast(sequence, "sizes and strides must be sequences of ints");
+  if (items == nullptr) return false;
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(items);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    const long long value = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(items, i));
+    if (value == -1 && PyErr_Occurred()) {
+      Py_DECREF(items);
+      return false;
+    }
+    out->push_back(value);
+  }
+  Py_DECREF(items);
+  return true;
+}
+
+// make_spec(type, dtype, device, requires_grad, sizes, strides) -> Spec
+PyObject* make_spec(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 6 || !PyType_Check(args[0]) || !THPDtype_Check(args[1]) || !THPDevice_Check(args[2]) ||
+      !PyBool_Check(args[3])) {
+    PyErr_SetString(PyExc_TypeError,
+                    "make_spec(type, dtype, device, requires_grad: bool, sizes, strides) expected");
+    return nullptr;
+  }
+  Spec* spec = PyObject_New(Spec, &SpecType);
+  if (spec == nullptr) return nullptr;
+  spec->type = nullptr;
+  spec->sizes = new std::vector<int64_t>();
+  spec->strides = new std::vector<int64_t>();
+  new (&spec->device) c10::Device(reinterpret_cast<THPDevice*>(args[2])->device);
+  spec->dtype = reinterpret_cast<THPDtype*>(args[1])->scalar_type;
+  spec->requires_grad = args[3] == Py_True;
+  if (!read_ints(args[4], spec->sizes) || !read_ints(args[5], spec->strides) ||
+      spec->sizes->size() != spec->strides->size()) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "sizes and strides differ in length");
+    Py_DECREF(spec);
+    return nullptr;
+  }
+  Py_INCREF(args[0]);
+  spec->type = args[0];
+  return reinterpret_cast<PyObject*>(spec);
+}
+
+bool matches(PyObject* object, const Spec* spec) {
+  // The exact class first: only then is `object` a tensor whose attributes are the C++ ones.
+  if (reinterpret_cast<PyObject*>(Py_TYPE(object)) != spec->type) return false;
+  const at::Tensor& tensor = THPVariable_Unpack(object);
+  if (!tensor.defined() || tensor.scalar_type() != spec->dtype || tensor.device() != spec->device ||
+      tensor.requires_grad() != spec->requires_grad) {
+    return false;
+  }
+  const c10::IntArrayRef sizes = tensor.sizes();
+  const c10::IntArrayRef strides = tensor.strides();
+  const size_t dim = spec->sizes->size();
+  if (sizes.size() != dim || strides.size() != dim) return false;
+  for (size_t d = 0; d < dim; ++d) {
+    if (sizes[d] != (*spec->sizes)[d] || strides[d] != (*spec->strides)[d]) return false;
+  }
+  return true;
+}
+
+// check(tensor, spec) -> bool; False where reading the tensor fails (as the Python guard's except).
+PyObject* check(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 2 || Py_TYPE(args[1]) != &SpecType) {
+    PyErr_SetString(PyExc_TypeError, "check(tensor, spec) expected");
+    return nullptr;
+  }
+  bool ok = false;
+  try {
+    ok = matches(args[0], reinterpret_cast<const Spec*>(args[1]));
+  } catch (...) {
+    ok = false;
+  }
+  if (ok) Py_RETURN_TRUE;
+  Py_RETURN_FALSE;
+}
+
+PyMethodDef methods[] = {
+    {"make_spec", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(make_spec)), METH_FASTCALL,
+     "make_spec(type, dtype, device, requires_grad, sizes, strides)"},
+    {"check", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(check)), METH_FASTCALL,
+     "check(tensor, spec) -> bool"},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "torchsmith_tensor_spec", nullptr, -1, methods};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit_torchsmith_tensor_spec() {
+  SpecType.tp_basicsize = sizeof(Spec);
+  SpecType.tp_dealloc = spec_dealloc;
+  SpecType.tp_flags = Py_TPFLAGS_DEFAULT;
+  SpecType.tp_doc = "What a tensor guard expects of one tensor.";
+  if (PyType_Ready(&SpecType) < 0) return nullptr;
+  return PyModule_Create(&module_def);
+}

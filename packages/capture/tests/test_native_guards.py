@@ -1,0 +1,136 @@
+"""The C++ tensor checks (`native_guards`) against the Python guard they replace."""
+
+import os
+import stat
+
+import pytest
+import torch
+
+from torchsmith.capture import native_guards
+from torchsmith.capture.guards import NATIVE_MIN_TENSORS, tensor_spec
+
+
+def _native_module():
+    """The loaded extension, built now if needed (a few dozen seconds, once per machine)."""
+    if not native_guards.enabled():
+        pytest.skip("TORCHSMITH_NATIVE_GUARDS=0 in this environment")
+    native_guards.request()
+    if not native_guards.wait(600):
+        pytest.fail("the C++ tensor checks did not build or load; the log of "
+                    "torchsmith.capture.native_guards says why")
+    return native_guards.loaded()
+
+
+class _Subclass(torch.Tensor):
+    pass
+
+
+def _tensors() -> list:
+    base = torch.randn(4, 6)
+    return [
+        base,
+        base.t(),  # other strides
+        base[:, :3],  # a view: same strides, other sizes
+        base.reshape(6, 4),
+        base.double(),
+        base.to(torch.bfloat16),
+        base.clone().requires_grad_(),
+        torch.nn.Parameter(base.clone()),
+        torch.nn.Parameter(base.clone(), requires_grad=False),
+        torch.empty(4, 6, device="meta"),
+        torch.empty(4, 6).as_strided((4, 6), (1, 0)),  # a broadcast stride
+        torch.randn(4, 1, 6),
+        torch.randn(4, 6, 1),
+        torch.tensor(3.0),  # no dims
+        torch.empty(0, 6),
+        base.as_subclass(_Subclass),
+        base.to_sparse(),  # no strides: the Python spec raises, the check says False
+        None,
+        3,
+        [base],
+    ]
+
+
+def _python_check(value, spec: tuple) -> bool:
+    try:
+        return tensor_spec(value) == spec
+    except Exception:
+        return False
+
+
+def test_the_cpp_check_agrees_with_the_python_spec_on_every_pair():
+    module = _native_module()
+    tensors = _tensors()
+    specs = [tensor_spec(t) for t in tensors
+             if type(t) in native_guards.NATIVE_TYPES and t.layout == torch.strided]
+    assert len(specs) >= 14
+    for spec in specs:
+        native = module.make_spec(*spec[:4], tuple(spec[4]), tuple(spec[5]))
+        for value in tensors:
+            assert module.check(value, native) is _python_check(value, spec), (value, spec)
+    with pytest.raises(TypeError):
+        module.check(tensors[0], specs[0])  # a Python tuple is not a native spec
+    with pytest.raises(ValueError):
+        module.make_spec(torch.Tensor, torch.float32, torch.device("cpu"), False, (2, 3), (3,))
+
+
+def _model(layers: int) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(*[torch.nn.Linear(5, 5) for _ in range(layers)])
+
+
+def test_a_model_guard_checks_its_tensors_in_cpp_and_still_recompiles_on_each_change(compile_with, backend):
+    _native_module()
+    model = _model(NATIVE_MIN_TENSORS)
+    compiled = compile_with(model)
+    x = torch.randn(3, 5)
+    torch.testing.assert_close(compiled(x), model(x))
+    (entry,) = [e for cache in compiled._session.caches.values() for e in cache.entries]
+    assert entry.guard_set.uses_native() and "___native_spec((" in entry.guard_set.source_text()
+    torch.testing.assert_close(compiled(x), model(x))
+    assert len(backend.graphs) == 1
+    changes = [
+        lambda: setattr(model[0].weight, "data", torch.randn(5, 5).t()),  # strides, in place of the data
+        lambda: model[1].weight.requires_grad_(False),
+        lambda: setattr(model[2], "bias", torch.nn.Parameter(torch.randn(5).double())),
+        lambda: setattr(model[3].weight, "data", torch.randn(5, 5)[:, :5]),  # same layout: no recompile
+    ]
+    for count, change in zip((2, 3, None, None), changes):
+        change()
+        if count is None:  # float64 bias: eager raises, and so does the recompiled graph
+            continue
+        torch.testing.assert_close(compiled(x), model(x))
+        assert len(backend.graphs) == count
+    model[2].bias = torch.nn.Parameter(torch.randn(5))
+    torch.testing.assert_close(compiled(x), model(x))
+    torch.testing.assert_close(compiled(x.t().contiguous().t()), model(x))  # an input's strides
+
+
+def test_a_small_guard_keeps_the_python_form(compile_with):
+    model = _model(1)
+    compiled = compile_with(model)
+    compiled(torch.randn(3, 5))
+    (entry,) = [e for cache in compiled._session.caches.values() for e in cache.entries]
+    assert not entry.guard_set.wants_native()
+    assert "___native_spec" not in entry.guard_set.source_text()
+
+
+def test_a_library_whose_recorded_hash_differs_is_not_loaded(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHSMITH_NATIVE_DIR", str(tmp_path / "native"))
+    plan = native_guards._build_plan()
+    plan["library"].write_bytes(b"not a library")
+    plan["digest"].write_text("0" * 64)
+    assert native_guards._load_verified(plan) is False
+
+
+def test_a_directory_others_may_write_is_refused(tmp_path, monkeypatch):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    monkeypatch.setenv("TORCHSMITH_NATIVE_DIR", str(shared))
+    with pytest.raises(native_guards._NoNative, match="not private"):
+        native_guards._build_plan()
+    private = tmp_path / "private"
+    monkeypatch.setenv("TORCHSMITH_NATIVE_DIR", str(private))
+    native_guards._build_plan()
+    assert stat.S_IMODE(os.stat(private).st_mode) == 0o700
