@@ -38,14 +38,11 @@ from torchsmith.ir.symbolic import evaluate
 # an argument; only its strides may differ from the layout (where a size is 1, or a library choice).
 MATMULS = {"prims.mm": torch.mm, "prims.bmm": torch.bmm, "extern.addmm": torch.addmm}
 
-# Kernels whose result is always a new tensor, never a view of an argument: their planned step
-# checks the result's dtype, shape and strides but not whether it shares an argument's storage.
-FRESH_RESULT_KERNELS = frozenset({"prims.scaled_dot_product_attention"})
-
 # Library functions whose result is a new tensor of the call's dtype, never a view of an argument,
-# by kernel name (None: the op registry's eager function): a call still bound to that very function
-# (not a replacement a test or user put in EXTERN_KERNELS) runs as a `LibraryStep` of a
-# straight-line graph, which compares its sizes and strides only.
+# by kernel name (None: the op registry's eager function). A call still bound to that very function
+# (not a replacement a test or user put in EXTERN_KERNELS) skips the check that its result shares
+# no argument's storage, and runs as a `LibraryStep` of a straight-line graph, which compares its
+# sizes and strides only.
 FRESH_RESULT_FUNCTIONS = {
     "prims.convolution": torch.convolution,
     "extern.convolution_relu": convolution_relu,
@@ -189,7 +186,7 @@ def static_extern_step(
     kwargs = [(key, argument_builder(v)) for key, v in call.kwargs]
     plain = not (call.params or call.kwargs)
     flat = None if call.kwargs else _flat_params(call.params, isinstance(fn, types.BuiltinFunctionType))
-    may_alias = call.kernel not in FRESH_RESULT_KERNELS
+    may_alias = _fresh_result_function(call.kernel) is not fn
     layout = call.layout
     shape, strides, dtype = static_ints(layout.shape), static_ints(layout.strides), layout.dtype
     no_bindings: dict = {}
