@@ -134,3 +134,23 @@ def test_a_directory_others_may_write_is_refused(tmp_path, monkeypatch):
     monkeypatch.setenv("TORCHSMITH_NATIVE_DIR", str(private))
     native_guards._build_plan()
     assert stat.S_IMODE(os.stat(private).st_mode) == 0o700
+
+
+def test_guards_compiled_before_the_extension_loads_are_recompiled(compile_with, backend, monkeypatch):
+    module = _native_module()
+    monkeypatch.setattr(native_guards, "_module", None)  # as while the build still runs
+    monkeypatch.setattr(native_guards, "_building", True)
+    monkeypatch.setattr(native_guards, "_callbacks", [])
+    model = _model(NATIVE_MIN_TENSORS)
+    compiled = compile_with(model)
+    x = torch.randn(3, 5)
+    torch.testing.assert_close(compiled(x), model(x))
+    (entry,) = [e for cache in compiled._session.caches.values() for e in cache.entries]
+    assert not entry.guard_set.uses_native() and "___native_spec" not in entry.guard_set.source_text()
+    before = entry.guard
+    native_guards._publish(module)  # what the build thread does once the library loads
+    assert entry.guard is not before and entry.guard_set.uses_native()
+    torch.testing.assert_close(compiled(x), model(x))
+    model[0].weight.requires_grad_(False)
+    torch.testing.assert_close(compiled(x), model(x))
+    assert len(backend.graphs) == 2

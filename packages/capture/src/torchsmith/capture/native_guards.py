@@ -159,7 +159,6 @@ def _sha256(path: Path) -> str:
 
 def _load_verified(plan: dict) -> bool:
     """Load the built library if it is there and its recorded sha256 matches; whether it loaded."""
-    global _module
     library, digest = plan["library"], plan["digest"]
     try:
         recorded = digest.read_text().strip()
@@ -176,6 +175,13 @@ def _load_verified(plan: dict) -> bool:
         log.info("tensor guards stay in Python: %s does not load (%s)", library, error)
         return False
     os.utime(library)  # its last use, for `_evict_others`
+    _publish(module)
+    return True
+
+
+def _publish(module) -> None:
+    """Make `module` the loaded extension and run the callbacks waiting for it."""
+    global _module
     with _lock:
         _module = module
         callbacks, _callbacks[:] = list(_callbacks), []
@@ -184,7 +190,6 @@ def _load_verified(plan: dict) -> bool:
             callback()
         except Exception:  # a guard that cannot be recompiled keeps its Python form
             log.exception("tensor guards: recompiling a guard with native checks failed")
-    return True
 
 
 def _build_and_load(plan: dict) -> None:
