@@ -33,6 +33,9 @@ PACKAGES = ["ir", "capture", "autograd_aot", "prims", "inductor", "compile_api"]
 OTHER_PYTHONS = ["3.12", "3.13"]
 TORCH = os.environ.get("TORCHSMITH_TORCH", "torch==2.13.0")
 RUFF = "ruff==0.17.6"
+# The C++ extensions (guards' tensor checks, kernel calls) off: sessions that do not test them
+# skip their build.
+NO_NATIVE = {"TORCHSMITH_NATIVE_GUARDS": "0", "TORCHSMITH_NATIVE_CALLS": "0"}
 DEMO_MODULE = "torchsmith.demo"
 # The example plug-in backend, installed as a wheel into the isolated environment that holds every
 # package (compile_api's) and used by name there.
@@ -108,9 +111,9 @@ def tests_pythons(session: nox.Session) -> None:
     # Every backend on 3.12; on the newest Python the conformance programs run under the eager
     # backend only (capture is the one stage that reads bytecode), which keeps CI's time in bounds.
     backends = "eager" if session.python == OTHER_PYTHONS[-1] else "eager,aot_eager,inductor"
-    # The C++ tensor checks are built and tested in `tests`; a build per Python costs CI ~30 s each.
+    # The C++ extensions are built and tested in `tests`; a build per Python costs CI ~30 s each.
     session.run("pytest", "packages/capture/tests", "tests/conformance", *report, *session.posargs,
-                env={"TORCHSMITH_CONFORMANCE_BACKENDS": backends, "TORCHSMITH_NATIVE_GUARDS": "0"})
+                env={"TORCHSMITH_CONFORMANCE_BACKENDS": backends, **NO_NATIVE})
 
 
 @nox.session
@@ -144,9 +147,8 @@ def tests_isolated(session: nox.Session, package: str) -> None:
     stray = sorted(name for name in names if name.startswith("torchsmith") and name not in allowed)
     if stray:
         session.error(f"the environment for {package} also holds {stray}: rerun with --no-reuse-venv")
-    # the C++ tensor checks are built and tested in `tests` (a build costs CI ~30 s)
-    session.run("pytest", f"packages/{package}/tests", *session.posargs,
-                env={"TORCHSMITH_NATIVE_GUARDS": "0"})
+    # the C++ extensions are built and tested in `tests` (a build costs CI ~30 s)
+    session.run("pytest", f"packages/{package}/tests", *session.posargs, env=NO_NATIVE)
     # tests/doc_blocks.py needs only torch; each README runs in a fresh child, in a temporary folder,
     # with the compile cache inside this environment rather than the user's ~/.cache.
     readme_env = {"TORCHSMITH_CACHE_DIR": os.path.join(session.create_tmp(), "readme-cache")}

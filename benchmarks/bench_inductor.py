@@ -54,7 +54,7 @@ from common import (
     interleaved_times,
     machine,
     median,
-    prepare_native_guards,
+    prepare_native,
     short_error,
     synchronizer,
 )
@@ -563,7 +563,7 @@ def main(argv=None) -> dict:
     if args.complete_cold:
         return complete_cold(args.complete_cold, args)
     args.repeat = args.repeat or (3 if args.quick else 15)
-    prepare_native_guards()  # the children (cold ones too) load the extension the user's install has built
+    prepare_native()  # the children (cold ones too) load the extensions the user's install has built
     if args.threads:
         torch.set_num_threads(args.threads)  # so the machine info says what the children use
     gpu = args.device.startswith("cuda")

@@ -49,7 +49,7 @@ import time  # noqa: E402
 import warnings  # noqa: E402
 
 import torch  # noqa: E402
-from common import RESULTS, interleaved_times, machine, prepare_native_guards  # noqa: E402  (benchmarks/ is on sys.path)
+from common import RESULTS, interleaved_times, machine, prepare_native  # noqa: E402  (benchmarks/ is on sys.path)
 
 import torchsmith  # noqa: E402
 from torchsmith.capture.dispatch import CaptureSession  # noqa: E402
@@ -486,9 +486,9 @@ def main() -> None:
     import transformers
 
     transformers.logging.set_verbosity_error()
-    native = prepare_native_guards()
+    native = prepare_native()
     report = {"machine": machine(), "settings": {"rounds": rounds, "warmup": warmup, "clock": args.clock,
-                                                 "native_guards": native},
+                                                 **native},
               "rows": {}}
     before_path = RESULTS / "percall_cpu_before.json"
     if before_path.exists():  # the same benchmark run at an earlier commit, kept for comparison

@@ -47,7 +47,7 @@ import time  # noqa: E402
 import warnings  # noqa: E402
 
 import torch  # noqa: E402
-from common import RESULTS, geomean, machine, prepare_native_guards  # noqa: E402  (benchmarks/ is on sys.path)
+from common import RESULTS, geomean, machine, prepare_native  # noqa: E402  (benchmarks/ is on sys.path)
 
 import torchsmith  # noqa: E402
 
@@ -241,7 +241,7 @@ def main() -> None:
     timing = Timing(rounds=3 if args.quick else args.rounds, warmup=args.warmup)
     torch.set_num_threads(args.threads)
     warm_up_compilers()
-    native = prepare_native_guards()
+    native = prepare_native()
 
     import transformers
 
@@ -249,7 +249,7 @@ def main() -> None:
     versions = {"torchsmith": torchsmith.__version__, "transformers": transformers.__version__}
     report["machine"] = machine(versions)
     report["settings"] = {"rounds": timing.rounds, "warmup": timing.warmup, "threads": args.threads,
-                          "native_guards": native,
+                          **native,
                           "grad": False, "sizes": "first of three (tests/zoo/zoo_models.py)"}
     for entry in entries:
         row = measure(entry, timing)

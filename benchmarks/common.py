@@ -21,17 +21,20 @@ import torch
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 
 
-def prepare_native_guards() -> bool:
-    """Load torchsmith's C++ tensor checks for guards before anything is timed, built into the user's
-    default folder where TORCHSMITH_NATIVE_DIR is not set: the extension is built once per torch and
-    Python (as torch's own binaries are), not per program, so a benchmark's empty program caches do not
-    hold it. Whether it is loaded (False: guards check tensors in Python, as the log says)."""
+def prepare_native() -> dict:
+    """Load torchsmith's C++ extensions (guards' tensor checks, kernel calls) before anything is
+    timed, built into the user's default folder where TORCHSMITH_NATIVE_DIR is not set: they are
+    built once per torch and Python (as torch's own binaries are), not per program, so a benchmark's
+    empty program caches do not hold them. Which of them are loaded (False: that part stays in
+    Python, as the log says)."""
     from torchsmith.capture import native_guards
+    from torchsmith.inductor.runtime import native_calls
 
     default = os.path.join(os.path.expanduser("~"), ".cache", "torchsmith", "native")
     os.environ.setdefault("TORCHSMITH_NATIVE_DIR", default)
     native_guards.request()
-    return native_guards.wait(600)
+    native_calls.EXTENSION.request()
+    return {"native_guards": native_guards.wait(600), "native_kernel_calls": native_calls.EXTENSION.wait(600)}
 
 
 def cpu_name() -> str:

@@ -1,8 +1,5 @@
 """The C++ tensor checks (`native_guards`) against the Python guard they replace."""
 
-import os
-import stat
-
 import pytest
 import torch
 
@@ -17,7 +14,7 @@ def _native_module():
     native_guards.request()
     if not native_guards.wait(600):
         pytest.fail("the C++ tensor checks did not build or load; the log of "
-                    "torchsmith.capture.native_guards says why")
+                    "torchsmith.native says why")
     return native_guards.loaded()
 
 
@@ -106,6 +103,40 @@ def test_a_model_guard_checks_its_tensors_in_cpp_and_still_recompiles_on_each_ch
     torch.testing.assert_close(compiled(x.t().contiguous().t()), model(x))  # an input's strides
 
 
+def test_the_cpp_hook_check_agrees_with_the_python_checks():
+    module = _native_module()
+    plain = torch.nn.Linear(2, 2)
+    assert module.without_hooks(plain) is True
+    for hooked in (
+        lambda m: m.register_forward_pre_hook(lambda *a: None),
+        lambda m: m.register_forward_hook(lambda *a: None),
+        lambda m: m.register_full_backward_hook(lambda *a: None),
+        lambda m: m.register_full_backward_pre_hook(lambda *a: None),
+        lambda m: setattr(m, "forward", lambda x: x),  # an instance's own forward
+    ):
+        m = torch.nn.Linear(2, 2)
+        hooked(m)
+        assert module.without_hooks(m) is False
+    missing = torch.nn.Linear(2, 2)
+    del missing.__dict__["_forward_hooks"]
+    assert module.without_hooks(missing) is False
+    assert module.without_hooks(3) is False and module.without_hooks(object()) is False
+
+
+def test_a_hook_added_after_compiling_recompiles_under_the_cpp_check(compile_with, backend):
+    _native_module()
+    model = _model(NATIVE_MIN_TENSORS)
+    compiled = compile_with(model)
+    x = torch.randn(3, 5)
+    torch.testing.assert_close(compiled(x), model(x))
+    (entry,) = [e for cache in compiled._session.caches.values() for e in cache.entries]
+    assert "___without_hooks(" in entry.guard_set.source_text()
+    calls = []
+    model[3].register_forward_hook(lambda m, args, out: calls.append(1) or out * 2)
+    torch.testing.assert_close(compiled(x), model(x))
+    assert len(backend.graphs) == 2 and len(calls) == 2
+
+
 def test_a_small_guard_keeps_the_python_form(compile_with):
     model = _model(1)
     compiled = compile_with(model)
@@ -115,32 +146,12 @@ def test_a_small_guard_keeps_the_python_form(compile_with):
     assert "___native_spec" not in entry.guard_set.source_text()
 
 
-def test_a_library_whose_recorded_hash_differs_is_not_loaded(tmp_path, monkeypatch):
-    monkeypatch.setenv("TORCHSMITH_NATIVE_DIR", str(tmp_path / "native"))
-    plan = native_guards._build_plan()
-    plan["library"].write_bytes(b"not a library")
-    plan["digest"].write_text("0" * 64)
-    assert native_guards._load_verified(plan) is False
-
-
-def test_a_directory_others_may_write_is_refused(tmp_path, monkeypatch):
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    os.chmod(shared, 0o777)
-    monkeypatch.setenv("TORCHSMITH_NATIVE_DIR", str(shared))
-    with pytest.raises(native_guards._NoNative, match="not private"):
-        native_guards._build_plan()
-    private = tmp_path / "private"
-    monkeypatch.setenv("TORCHSMITH_NATIVE_DIR", str(private))
-    native_guards._build_plan()
-    assert stat.S_IMODE(os.stat(private).st_mode) == 0o700
-
-
 def test_guards_compiled_before_the_extension_loads_are_recompiled(compile_with, backend, monkeypatch):
     module = _native_module()
-    monkeypatch.setattr(native_guards, "_module", None)  # as while the build still runs
-    monkeypatch.setattr(native_guards, "_building", True)
-    monkeypatch.setattr(native_guards, "_callbacks", [])
+    extension = native_guards.EXTENSION
+    monkeypatch.setattr(extension, "_module", None)  # as while the build still runs
+    monkeypatch.setattr(extension, "_building", True)
+    monkeypatch.setattr(extension, "_callbacks", [])
     model = _model(NATIVE_MIN_TENSORS)
     compiled = compile_with(model)
     x = torch.randn(3, 5)
@@ -148,7 +159,7 @@ def test_guards_compiled_before_the_extension_loads_are_recompiled(compile_with,
     (entry,) = [e for cache in compiled._session.caches.values() for e in cache.entries]
     assert not entry.guard_set.uses_native() and "___native_spec" not in entry.guard_set.source_text()
     before = entry.guard
-    native_guards._publish(module)  # what the build thread does once the library loads
+    extension.publish(module)  # what the build thread does once the library loads
     assert entry.guard is not before and entry.guard_set.uses_native()
     torch.testing.assert_close(compiled(x), model(x))
     model[0].weight.requires_grad_(False)

@@ -173,6 +173,7 @@ class GuardSet:
         # tensor spec expr -> (local, source, spec tuple) where the C++ check may replace it
         self._native_specs: dict[str, tuple] = {}
         self._native_objects: dict[str, object] = {}  # expr -> its native spec, made once
+        self._native_hooks: dict[str, str] = {}  # expr -> the module source `without_hooks` checks
         # compile and promote run on the capturing thread and on the one loading native checks
         self._lock = threading.RLock()
 
@@ -206,14 +207,24 @@ class GuardSet:
         """The module's forward (pre-)hook counts and whether its instance replaces `forward` must
         stay what they are now (adding or removing a hook, or patching forward, recompiles)."""
         # and the module has no backward hooks (capture does not inline a module that has some)
-        for table in ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks"):
-            count = len(getattr(module, table))
-            field = _module_field(source, module, table)
+        tables = ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks")
+        counts = [len(getattr(module, table)) for table in tables]
+        fields = [_module_field(source, module, table) for table in tables]
+        replaced = "forward" in module.__dict__
+        if not any(counts) and not replaced and all(".__dict__[" in f for f in fields):
+            # the common case as one check, one C++ call (`without_hooks`) once the extension loads
+            own_forward = f"'forward' not in {source}.__dict__"
+            expr = " and ".join([*(f"not {source}.{t}" for t in tables), own_forward])
+            fast = " and ".join([*(f"not {f}" for f in fields), own_forward])
+            self._native_hooks[expr] = source
+            self.add(expr, fast=fast)
+            return
+        for table, count, field in zip(tables, counts, fields, strict=True):
             if count:
                 self.add(f"len({source}.{table}) == {count}", fast=f"len({field}) == {count}")
             else:
                 self.add(f"not {source}.{table}", fast=f"not {field}")
-        self.add(f"('forward' in {source}.__dict__) is {'forward' in module.__dict__}")
+        self.add(f"('forward' in {source}.__dict__) is {replaced}")
 
     def note_attribute_read(self, source: str, obj) -> None:
         """Capture read an attribute of `obj` (through `source`). Where `obj`'s class reads its
@@ -325,13 +336,19 @@ class GuardSet:
         """Whether the guard compiled now checks tensors in C++."""
         return self.wants_native() and native_guards.loaded() is not None
 
-    def _compiled_form(self, expr: str) -> str:
-        """What the compiled guard evaluates for `expr`: a C++ tensor check where one is loaded."""
-        native = self._native_specs.get(expr) if self.uses_native() else None
+    def _compiled_form(self, expr: str, native: bool) -> str:
+        """What the compiled guard evaluates for `expr`: with `native`, a C++ check where one serves."""
+        if not native:
+            return self._fast.get(expr, expr)
+        module = native_guards.loaded()
+        hooks_of = self._native_hooks.get(expr)
+        if hooks_of is not None:
+            self.ns.values["___without_hooks"] = module.without_hooks
+            return f"___without_hooks({hooks_of})"
+        native = self._native_specs.get(expr)
         if native is None:
             return self._fast.get(expr, expr)
         local, source, spec = native
-        module = native_guards.loaded()
         made = self._native_objects.get(expr)
         if made is None:
             made = self._native_objects[expr] = module.make_spec(*spec[:4], tuple(spec[4]), tuple(spec[5]))
@@ -344,7 +361,8 @@ class GuardSet:
             return self._source_text(share_paths)
 
     def _source_text(self, share_paths: bool) -> str:
-        exprs = [self._compiled_form(e) for e in self._behind_state_checks(self.exprs)]
+        native = self.uses_native()
+        exprs = [self._compiled_form(e, native) for e in self._behind_state_checks(self.exprs)]
         if share_paths:
             exprs = bind_shared_reads(exprs, self.ns.values)
             exprs = bind_shared_paths(_reuse_tensor_locals(exprs, self._tensor_locals))

@@ -7,7 +7,8 @@ straight-line code over the wrapper's slot list `v`:
 
     def run(v, b, sv, scratch):
         v[5] = empty_strided(s0, t0, dtype=d0)
-        k0(v[0].data_ptr(), v[5].data_ptr())      # a C++ kernel (ctypes)
+        call(a0, v[0], v[5])                      # a C++ kernel (native_calls; else ctypes:
+                                                  #   k0(v[0].data_ptr(), v[5].data_ptr()))
         v[6] = v[5].as_strided(s1, t1, 0)         # a buffer in a dead one's storage
         r = k1(v[6], g0(v))                       # a library matmul (g0: a view of an argument)
         v[7] = r if r.stride() == t2 else relayout(r, s2, t2, d2)
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 import torch
 
 from torchsmith.inductor.errors import RuntimeCallError
+from torchsmith.inductor.runtime import native_calls
 
 
 @dataclass(frozen=True)
@@ -101,8 +103,14 @@ def straight_line(steps: list, name: str = "graph"):
                 else:
                     value = f"v[{donor}].as_strided({constant('s', shape)}, {constant('t', strides)}, 0)"
                 lines.append(f"    v[{slot}] = {value}{'.detach()' if leaves else ''}")
-            args = ", ".join(f"v[{s}].data_ptr()" for s in step.arg_slots)
-            lines.append(f"    {constant('k', step.fn)}({args})")
+            call = native_calls.caller(len(step.arg_slots))
+            if call is not None:
+                args = "".join(f", v[{s}]" for s in step.arg_slots)
+                address = constant("a", native_calls.address(step.fn))
+                lines.append(f"    {constant('call', call)}({address}{args})")
+            else:
+                args = ", ".join(f"v[{s}].data_ptr()" for s in step.arg_slots)
+                lines.append(f"    {constant('k', step.fn)}({args})")
             drop = step.drop
         elif isinstance(step, MatmulStep):
             args = ", ".join(_read(slot, read, constant) for slot, read in step.args)

@@ -1,5 +1,6 @@
 """The Python side of a compiled graph: allocates buffers as the memory plan says, calls the C++
-kernels through ctypes, runs extern calls with torch, and returns the outputs as strided views.
+kernels (through `native_calls` or ctypes), runs extern calls with torch, and returns the outputs as
+strided views.
 
 Per-call work is kept small: tensors live in a list indexed by slot numbers fixed at compile time,
 each step is a closure over its precomputed arguments, and without size symbols every shape, stride
@@ -7,6 +8,7 @@ and input check is a constant tuple and the steps run as one generated function 
 """
 
 import ctypes
+import weakref
 
 import sympy
 import torch
@@ -22,6 +24,7 @@ from torchsmith.inductor.loop_ir.program import (
     LoopProgram,
     TensorView,
 )
+from torchsmith.inductor.runtime import native_calls
 from torchsmith.inductor.runtime.extern_plan import (
     library_plan,
     matmul_plan,
@@ -129,7 +132,11 @@ class CompiledGraph:
         # `_run` is what runs unless it is the list made here: the step loop stays for callers that
         # replace it (a benchmark timing each step)
         self._planned_run = self._run
+        native_ready = native_calls.EXTENSION.loaded() is not None
         self._straight = straight_line(plan, program.name) if self._static else None
+        if self._straight is not None and not native_ready and any(isinstance(s, KernelStep) for s in plan):
+            # written again with native kernel calls once they load (kept as it is where they never do)
+            native_calls.EXTENSION.when_ready(_rewrite_straight_line(weakref.ref(self), plan, program.name))
         self._outputs = [self._output(view, slot_of) for view in program.outputs]
         self._expected = [
             (position, value.name, value.type)
@@ -362,6 +369,17 @@ def _numel(dims) -> sympy.Expr:
     for d in dims:
         total = total * sympy.sympify(d)
     return sympy.expand(total)
+
+
+def _rewrite_straight_line(wrapper_ref, plan: list, name: str):
+    """A callback giving the wrapper (while it lives) its straight-line function written anew."""
+
+    def rewrite():
+        wrapper = wrapper_ref()
+        if wrapper is not None:
+            wrapper._straight = straight_line(plan, name)
+
+    return rewrite
 
 
 def _openmp_threads(threads: int):

@@ -1,6 +1,9 @@
-// Tensor guards for torchsmith's capture: `check(tensor, spec)` says whether a tensor has the class,
-// dtype, device, requires_grad, sizes and strides that `make_spec` recorded, reading them from the
-// tensor itself instead of through six Python attributes. Built and loaded by native_guards.py.
+// Guard checks for torchsmith's capture, each one call where the Python form reads several attributes:
+// - `check(tensor, spec)` says whether a tensor has the class, dtype, device, requires_grad, sizes and
+//   strides that `make_spec` recorded, reading them from the tensor itself;
+// - `without_hooks(module)` says whether a module's four hook tables are empty and its instance does
+//   not replace `forward`, reading its instance dict once.
+// Built and loaded by native_guards.py.
 #include <Python.h>
 #include <torch/csrc/Device.h>
 #include <torch/csrc/Dtype.h>
@@ -21,7 +24,7 @@ struct Spec {
   std::vector<int64_t>* strides;
 };
 
-PyTypeObject SpecType = {PyVarObject_HEAD_INIT(nullptr, 0) "torchsmith_tensor_spec.Spec"};
+PyTypeObject SpecType = {PyVarObject_HEAD_INIT(nullptr, 0) "torchsmith_guard_checks.Spec"};
 
 void spec_dealloc(PyObject* self) {
   Spec* spec = reinterpret_cast<Spec*>(self);
@@ -108,22 +111,54 @@ PyObject* check(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_FALSE;
 }
 
+// The instance-dict keys `without_hooks` reads, interned once.
+PyObject* kHookTables[4];
+PyObject* kForward;
+
+// without_hooks(module) -> bool: module.__dict__'s hook tables all empty and no 'forward' in it; False
+// where a table is missing or reading the dict fails (as the Python guard's except).
+PyObject* without_hooks(PyObject*, PyObject* module) {
+  PyObject* dict = PyObject_GenericGetDict(module, nullptr);
+  if (dict == nullptr) {
+    PyErr_Clear();
+    Py_RETURN_FALSE;
+  }
+  bool ok = PyDict_Check(dict);
+  for (PyObject* name : kHookTables) {
+    if (!ok) break;
+    PyObject* table = PyDict_GetItemWithError(dict, name);  // borrowed
+    const int truth = table == nullptr ? -1 : PyObject_IsTrue(table);
+    ok = truth == 0;
+  }
+  if (ok) ok = PyDict_Contains(dict, kForward) == 0;
+  Py_DECREF(dict);
+  PyErr_Clear();
+  if (ok) Py_RETURN_TRUE;
+  Py_RETURN_FALSE;
+}
+
 PyMethodDef methods[] = {
+    {"without_hooks", without_hooks, METH_O, "without_hooks(module) -> bool"},
     {"make_spec", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(make_spec)), METH_FASTCALL,
      "make_spec(type, dtype, device, requires_grad, sizes, strides)"},
     {"check", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(check)), METH_FASTCALL,
      "check(tensor, spec) -> bool"},
     {nullptr, nullptr, 0, nullptr}};
 
-PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "torchsmith_tensor_spec", nullptr, -1, methods};
+PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "torchsmith_guard_checks", nullptr, -1, methods};
 
 }  // namespace
 
-PyMODINIT_FUNC PyInit_torchsmith_tensor_spec() {
+PyMODINIT_FUNC PyInit_torchsmith_guard_checks() {
   SpecType.tp_basicsize = sizeof(Spec);
   SpecType.tp_dealloc = spec_dealloc;
   SpecType.tp_flags = Py_TPFLAGS_DEFAULT;
   SpecType.tp_doc = "What a tensor guard expects of one tensor.";
   if (PyType_Ready(&SpecType) < 0) return nullptr;
+  const char* tables[4] = {"_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks"};
+  for (int i = 0; i < 4; ++i) {
+    if ((kHookTables[i] = PyUnicode_InternFromString(tables[i])) == nullptr) return nullptr;
+  }
+  if ((kForward = PyUnicode_InternFromString("forward")) == nullptr) return nullptr;
   return PyModule_Create(&module_def);
 }
