@@ -15,6 +15,7 @@ pytest.importorskip("triton", reason="triton is not installed (pip install trito
 from torchsmith.inductor.gpu_pipeline import compile_graph_triton  # noqa: E402
 from torchsmith.inductor.loop_ir.program import Reduction  # noqa: E402
 from torchsmith.inductor.testing import assert_matches_eager, make_graph  # noqa: E402
+from torchsmith.inductor.triton import reduction  # noqa: E402
 from torchsmith.inductor.triton.cross import MIN_BLOCK, ROW_BLOCK, row_block, row_block_configs  # noqa: E402
 from torchsmith.ir import TensorType  # noqa: E402
 
@@ -110,6 +111,41 @@ def test_half_inputs_accumulate_in_float32(dtype):
     assert partial.layout.dtype == F32
     x = (torch.randn(16, 384, device=DEVICE) * 2 + 1).to(dtype)
     assert_matches_eager(compiled, graph, x, **TOLERANCE[dtype])
+
+
+def _launchers(compiled) -> dict:
+    return {launch.spec.name: launch for kind, launch, _ in compiled._steps if kind == "kernel"}
+
+
+def test_rows_that_fit_a_block_step_through_it_in_every_config():
+    # Whole rows in registers, SBLOCK rows a step, the column accumulators stored once per block.
+    graph = stats_graph((20, 260), F32, row="var_mean", column="amax")
+    compiled = compile_graph_triton(graph)
+    (fused,) = [k for k in compiled.kernels if "x" in k.reads]
+    source = source_of(compiled, fused.name)
+    assert "SBLOCK: tl.constexpr" in source and "xstep" in source
+    steps = {dict(c)["SBLOCK"] for c in fused.configs}
+    assert steps == {1, 2, 4}
+    x = torch.randn(20, 260, device=DEVICE)
+    x[19, 3] = 60.0  # the ragged last block's column maximum
+    launcher = _launchers(compiled)[fused.name]
+    for config in fused.configs:
+        launcher.chosen.clear()
+        launcher.chosen[(20, 260)] = config
+        launcher.direct = None
+        assert_matches_eager(compiled, graph, x, **TOLERANCE[F32])
+
+
+def test_rows_longer_than_a_block_loop_over_column_tiles(monkeypatch):
+    # Rows past PERSISTENT_MAX (made short here: the interpreter runs Welford element by element).
+    monkeypatch.setattr(reduction, "PERSISTENT_MAX", 256)
+    graph = stats_graph((17, 300), F32)
+    compiled = compile_graph_triton(graph)
+    assert_one_read(compiled, graph)
+    (fused,) = [k for k in compiled.kernels if "x" in k.reads]
+    source = source_of(compiled, fused.name)
+    assert "SBLOCK" not in source and "roffset" in source  # column tiles of the looped schedule
+    assert_matches_eager(compiled, graph, torch.randn(17, 300, device=DEVICE) * 3 + 1, **TOLERANCE[F32])
 
 
 def test_pointwise_producer_is_inlined_into_both_sides():

@@ -135,8 +135,10 @@ class CompiledGraph:
         native_ready = native_calls.EXTENSION.loaded() is not None
         self._straight = straight_line(plan, program.name) if self._static else None
         if self._straight is not None and not native_ready and any(isinstance(s, KernelStep) for s in plan):
-            # written again with native kernel calls once they load (kept as it is where they never do)
-            native_calls.EXTENSION.when_ready(_rewrite_straight_line(weakref.ref(self), plan, program.name))
+            # written again with native kernel calls once they load (kept as it is where they never do);
+            # the callback holds the wrapper weakly, so a dropped graph's library still unloads
+            self._plan = plan
+            native_calls.EXTENSION.when_ready(_rewrite_straight_line(weakref.ref(self)))
         self._outputs = [self._output(view, slot_of) for view in program.outputs]
         self._expected = [
             (position, value.name, value.type)
@@ -371,13 +373,14 @@ def _numel(dims) -> sympy.Expr:
     return sympy.expand(total)
 
 
-def _rewrite_straight_line(wrapper_ref, plan: list, name: str):
+def _rewrite_straight_line(wrapper_ref):
     """A callback giving the wrapper (while it lives) its straight-line function written anew."""
 
     def rewrite():
         wrapper = wrapper_ref()
         if wrapper is not None:
-            wrapper._straight = straight_line(plan, name)
+            wrapper._straight = straight_line(wrapper._plan, wrapper.program.name)
+            wrapper._plan = None
 
     return rewrite
 

@@ -9,9 +9,12 @@ program reads too, and cuts it into
     out[c...]        = reduce over s of partial[s, c...]
 
 The scheduler then puts each partial in the row reductions' kernel (`cross_parts`), where
-triton_reduction runs one program per block of RB rows: it loops over the row in column tiles,
-updates the row statistics, and reduces each [RB, RBLOCK] tile over its rows into the tile's
-column partials (stored once, nothing accumulated across programs, so autotuning may rerun it).
+triton_reduction runs one program per block of RB rows. Rows that fit one block are taken a few
+at a time, whole, in registers (exact two-pass statistics, no per-element Welford division), each
+step's tile reduced over its rows into column accumulators kept across the steps; longer rows are
+looped over in column tiles, each [RB, RBLOCK] tile reduced over its rows into the tile's column
+partials. Either way a block's partials are stored once and nothing is accumulated across
+programs, so autotuning may rerun the kernel.
 The final reduction is an ordinary column walk over the small partial buffer (split.py may cut it
 again), with the column epilogues (a norm's square root).
 

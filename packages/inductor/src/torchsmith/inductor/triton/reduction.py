@@ -11,8 +11,13 @@ row members (pointwise over `rows x row`, e.g. softmax's `exp(x - max)`) and out
   result runs in a later loop; softmax: max, then sum of exp, then the normalized store).
 
 Row-block partials of a column reduction (triton_cross) join the row reductions reading the same
-input: the looped schedule with XBLOCK = the partials' row block, each column tile of the first
-loop reduced over its rows into the block's partials.
+input, one program per row block (XBLOCK = the partials' row block):
+
+- rows that fit one block: the block's rows SBLOCK at a time, each step the persistent schedule
+  (whole rows in registers, two exact passes for a variance) and its tile reduced over its rows
+  into column accumulators held across the steps, stored once as the block's partials;
+- longer rows: the looped schedule, each column tile of the first loop reduced over its rows into
+  the block's partials.
 
 A column walk (the reduced dim is not the contiguous one, e.g. a sum over dim 0) is always looped,
 with wide blocks of output columns (contiguous, coalesced loads) and a few reduced rows per step;
@@ -142,15 +147,21 @@ def emit_reduction(
     axes_of = {b.name: _axes(b, shared) for b in group}
     columns = _walks_columns(reductions, resolved, axes_of)
     persistent = rnumel_static.is_Integer and int(rnumel_static) <= PERSISTENT_MAX and not columns
+    row_steps = persistent and bool(partials)  # whole rows, SBLOCK of the block's rows a step
     persistent = persistent and not partials
+    if row_steps:
+        params.append("SBLOCK: tl.constexpr")
     lines = [
         "@triton.jit",
         f"def {name}({', '.join(params)}):",
         f"    xnumel = {triton_index(xnumel)}",
         f"    rnumel = {triton_index(rnumel)}",
-        "    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
-        "    xmask = xindex < xnumel",
     ]
+    if not row_steps:
+        lines += [
+            "    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
+            "    xmask = xindex < xnumel",
+        ]
     if partials:
         lines.append("    xpid = tl.program_id(0)")
     results: dict[str, str] = {}
@@ -178,7 +189,10 @@ def emit_reduction(
             w.store(pointer_of[b.name], _store_index(b, axes_of[b.name]), value, b.layout.dtype, mask)
 
     max_level = max(levels.values())
-    if persistent:
+    if row_steps:
+        configs = _row_steps(lines, group, partials, roles, stored, xnumel, int(rnumel_static), writer,
+                             emit_member, results, pointer_of, axes_of)
+    elif persistent:
         rblock = next_power_of_2(int(rnumel_static))
         lines += ["    rindex = tl.arange(0, RBLOCK)[None, :]", "    rmask = rindex < rnumel"]
         w = writer("    ")
@@ -231,14 +245,9 @@ def emit_reduction(
             table = tuple((xb, rblock, 4) for xb in SHORT_COLUMN_XBLOCKS) + table
         configs = tuple((("XBLOCK", xb), ("RBLOCK", rb), ("num_warps", w)) for xb, rb, w in table)
     # Outer members (one value per row) and the reductions' own stores, after every loop.
-    w = writer("    ")
-    for b in group:
-        if roles[b.name] == "outer" and not persistent:
-            emit_member(b, w, None)
-        elif roles[b.name] == "reduction" and b.name in stored:
-            w.store(
-                pointer_of[b.name], _store_index(b, axes_of[b.name]), results[b.name], b.layout.dtype, "xmask"
-            )
+    if not row_steps:
+        _store_rows(writer("    "), group, roles, stored, results, pointer_of, axes_of, emit_member,
+                    outer=not persistent)
     cap = sympy.sympify(xnumel)
     if cap.is_Integer:
         limit = next_power_of_2(int(cap))
@@ -246,6 +255,74 @@ def emit_reduction(
     spec = TritonKernelSpec(name, "reduction", writes, reads, (xnumel, rnumel), configs)
     return spec, "\n".join(lines)
 
+
+def _store_rows(w, group, roles, stored, results, pointer_of, axes_of, emit_member, outer: bool) -> None:
+    """The outer members (where `outer`) and the stored reductions' values, one per row."""
+    for b in group:
+        if roles[b.name] == "outer" and outer:
+            emit_member(b, w, None)
+        elif roles[b.name] == "reduction" and b.name in stored:
+            w.store(
+                pointer_of[b.name], _store_index(b, axes_of[b.name]), results[b.name], b.layout.dtype, "xmask"
+            )
+
+
+def _row_steps(lines, group, partials, roles, stored, xnumel, rnumel: int, writer, emit_member, results,
+               pointer_of, axes_of) -> tuple:
+    """The block's rows SBLOCK at a time, each whole row in registers: the members as the persistent
+    schedule computes them and every partial's tile reduced over its rows into an accumulator over
+    the block's columns, stored once after the last step. Returns the configs."""
+    rblock = next_power_of_2(rnumel)
+    lines += ["    rindex = tl.arange(0, RBLOCK)[None, :]", "    rmask = rindex < rnumel"]
+    accumulators = []
+    for k, p in enumerate(partials):
+        kind, dtype = p.body.reduction_type, p.layout.dtype
+        acc = f"pacc{k}"
+        init = reduction_identity(kind, dtype)
+        lines.append(f"    {acc} = tl.full([1, RBLOCK], {init}, {triton_dtype(compute_dtype(dtype))})")
+        accumulators.append(acc)
+    if interpreting():
+        lines += ["    xstep = 0", "    while xstep < XBLOCK:"]
+    else:
+        lines.append("    for xstep in range(0, XBLOCK, SBLOCK):")
+    lines += [
+        "        xindex = tl.program_id(0) * XBLOCK + xstep + tl.arange(0, SBLOCK)[:, None]",
+        "        xmask = xindex < xnumel",
+    ]
+    w = writer("        ")
+
+    def finish(b, value):
+        results[b.name] = reduce_row(w._emit, b, value, "xmask & rmask", triton_index(rnumel))
+
+    for b in group:
+        emit_member(b, w, finish)
+    _store_rows(w, group, roles, stored, results, pointer_of, axes_of, emit_member, outer=False)
+    for p, acc in zip(partials, accumulators, strict=True):
+        tile, _ = _partial_tile(p, xnumel, w)
+        lines.append(f"        {acc} = {ACROSS_STEPS[p.body.reduction_type].format(acc, tile)}")
+    if interpreting():
+        lines.append("        xstep += SBLOCK")
+    w = writer("    ")
+    for p, acc in zip(partials, accumulators, strict=True):
+        _, index = _partial_tile(p, xnumel, None)
+        w.store(w.pointer_of[p.name], index, acc, p.layout.dtype, "rmask")
+    block = int(partials[0].body.reduction_ranges[0])
+    steps = [s for s in (1, 2, 4) if s <= block and s * rblock <= 2 * PERSISTENT_MAX]
+    configs = []
+    for s in steps:
+        warps = _warps(s * rblock)
+        for w_ in dict.fromkeys((warps, max(4, warps // 2))):
+            configs.append((("XBLOCK", block), ("RBLOCK", rblock), ("SBLOCK", s), ("num_warps", w_)))
+    return tuple(configs)
+
+
+# A partial's accumulator across the row steps combined with one step's tile.
+ACROSS_STEPS = {
+    "sum": "{0} + {1}",
+    "prod": "{0} * {1}",
+    "max": "ts_maximum({0}, {1})",
+    "min": "ts_minimum({0}, {1})",
+}
 
 # A tile's reduction over its rows (axis 0), per reduction type of a row-block partial.
 OVER_ROWS = {
@@ -260,20 +337,29 @@ def _emit_partial(p: ComputedBuffer, rows, w: TritonBodyWriter) -> None:
     """Reduce the current [XBLOCK rows, RBLOCK columns] tile of row-block partial `p` over its rows
     and store it at (this program's block, the tile's columns). Masked rows (past the last) and
     columns take the identity."""
+    tile, index = _partial_tile(p, rows, w)
+    w.store(w.pointer_of[p.name], index, tile, p.layout.dtype, "rmask")
+
+
+def _partial_tile(p: ComputedBuffer, rows, w: TritonBodyWriter | None) -> tuple[str | None, sympy.Expr]:
+    """(The current [XBLOCK rows, RBLOCK columns] tile of row-block partial `p` reduced over its rows,
+    [1, RBLOCK], written with `w`; where it is stored: this program's block, the tile's columns).
+    Without `w`, only where it is stored. Masked rows (past the last) and columns take the identity."""
     xindex, rindex = kernel_symbol("xindex"), kernel_symbol("rindex")
+    kept = index_vars(len(p.body.ranges))[1:]
+    columns = (Axis(rindex, kept, tuple(p.body.ranges[1:])),)
+    index = to_kernel_space(partial_index(p, kernel_symbol("xpid")), columns)
+    if w is None:
+        return None, index
     value = in_rows(p, int(sympy.sympify(rows)), row=xindex)
     if value is None:
         raise CodegenError(f"{p.name} is not a row-block partial of these {rows} rows")
-    kept = index_vars(len(p.body.ranges))[1:]
-    columns = (Axis(rindex, kept, tuple(p.body.ranges[1:])),)
     w.lines.append(f"{w.indent}# {python_comment(p.origin or p.name)}: column partials of this block")
     v = w.value(in_kernel_space(value, columns))
     kind, dtype = p.body.reduction_type, p.layout.dtype
     accumulate = triton_dtype(compute_dtype(dtype))
     masked = w._emit(f"tl.where(xmask & rmask, {v}, {reduction_identity(kind, dtype)}).to({accumulate})")
-    tile = w._emit(f"{OVER_ROWS[kind].format(masked)}[None, :]")
-    index = to_kernel_space(partial_index(p, kernel_symbol("xpid")), columns)
-    w.store(w.pointer_of[p.name], index, tile, dtype, "rmask")
+    return w._emit(f"{OVER_ROWS[kind].format(masked)}[None, :]"), index
 
 
 def loop_header(rnumel) -> list[str]:
