@@ -3,6 +3,8 @@ folded into its weight and bias (lowering/conv_fold.py), and a ReLU run as oneDN
 (lowering/library.py fuse_convolution_relu, runtime/conv_relu.py). Values against eager, NaN
 kept where eager keeps it, parameters read on every call, training graphs untouched."""
 
+import os
+
 import pytest
 import torch
 from torch import nn
@@ -17,7 +19,8 @@ from torchsmith.inductor.testing import assert_matches_eager, make_graph
 from torchsmith.ir import interpret, verify
 
 F32 = torch.float32
-needs_onednn = pytest.mark.skipif(not conv_relu.available(), reason="torch without oneDNN convolutions")
+CPU = torch.device("cpu")
+needs_onednn = pytest.mark.skipif(not conv_relu.available(CPU), reason="torch without oneDNN convolutions")
 MIN_ELEMENTS = conv_fold.MIN_ELEMENTS
 
 
@@ -42,7 +45,8 @@ VARIANTS = {
 }
 
 
-def _block_graph(cin, cout, k, stride, padding, dilation, groups, bias, *, relu=True, dtype=F32):
+def _block_graph(cin, cout, k, stride, padding, dilation, groups, bias, *, relu=True, dtype=F32,
+                 device="cpu"):
     """conv -> BN(eval) [-> ReLU] -> conv -> BN(eval) [-> ReLU], returning the last value."""
     n, h, w = 2, 9, 11
     types = {
@@ -51,6 +55,7 @@ def _block_graph(cin, cout, k, stride, padding, dilation, groups, bias, *, relu=
         "mean": ((cout,), dtype), "var": ((cout,), dtype),
         "gamma": ((cout,), dtype), "beta": ((cout,), dtype),
     }  # fmt: skip
+    types = {name: (shape, dtype, device) for name, (shape, dtype) in types.items()}
     params = ([stride] * 2, [padding] * 2, [dilation] * 2, False, [0, 0], groups)
 
     def body(g, x, w1, w2, b, mean, var, gamma, beta):
@@ -67,7 +72,7 @@ def _block_graph(cin, cout, k, stride, padding, dilation, groups, bias, *, relu=
 def _inputs(types, dtype=F32):
     return [
         torch.rand(*shape, dtype=dtype) + 0.5 if name == "var" else torch.randn(*shape, dtype=dtype)
-        for name, (shape, _) in types.items()
+        for name, (shape, *_) in types.items()
     ]
 
 
@@ -103,6 +108,24 @@ def test_batch_norm_chain_folds_into_one_convolution():
     assert fold_conv_affine(folded) is folded  # nothing left to fold
 
 
+def test_before_relu_folds_only_chains_a_relu_reads():
+    """The GPU folds where cuDNN's fused convolution + ReLU takes the bias: the second block's
+    ReLU result is the graph output, so only the first chain folds; without ReLUs none does."""
+    with_relu = torchsmith.prims.decompose(_block_graph(*VARIANTS["3x3_no_bias"])[0])
+    folds = match_folds(with_relu, before_relu=True)
+    assert len(folds) == 1 and folds[0].convolution is next(
+        n for n in with_relu.nodes if n.op == "prims.convolution")
+    folded = fold_conv_affine(with_relu, before_relu=True)
+    assert [n.op for n in folded.nodes].count("prims.convolution") == 2
+    inputs = _inputs(_block_graph(*VARIANTS["3x3_no_bias"])[1])
+    for got, expected in zip(interpret(folded, *inputs), interpret(with_relu, *inputs)):
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    plain = torchsmith.prims.decompose(_block_graph(*VARIANTS["3x3_no_bias"], relu=False)[0])
+    assert match_folds(plain, before_relu=True) == []
+    doubles = torchsmith.prims.decompose(_block_graph(*VARIANTS["3x3_no_bias"], dtype=torch.float64)[0])
+    assert match_folds(doubles, before_relu=True) == []  # the fused ReLU runs in float32 only
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("relu", [True, False], ids=["relu", "no_relu"])
 def test_folded_blocks_match_eager(variant, relu):
@@ -112,7 +135,7 @@ def test_folded_blocks_match_eager(variant, relu):
     assert_matches_eager(compiled, graph, *inputs, rtol=1e-4, atol=1e-4)
     (got,), (expected,) = compiled(*inputs), interpret(graph, *inputs)
     assert got.stride() == expected.stride()
-    if relu and conv_relu.available():
+    if relu and conv_relu.available(CPU):
         # The first ReLU is the first convolution's post-op; the last one runs in the output copy.
         assert _externs(compiled) == ["extern.convolution_relu", "prims.convolution"]
     else:
@@ -250,7 +273,7 @@ def test_convolution_relu_kernel_matches_eager_and_marks_only_finite_results():
     expected = torch.relu(torch.ops.aten.convolution.default(x, w, b, *args))
     got = conv_relu.convolution_relu(x, w, b, *args)
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
-    assert conv_relu._known_finite(got) == conv_relu.available()
+    assert conv_relu._known_finite(got) == conv_relu.available(CPU)
     w[0, 0, 1, 1] = float("nan")
     expected = torch.relu(torch.ops.aten.convolution.default(x, w, b, *args))
     got = conv_relu.convolution_relu(x, w, b, *args)
@@ -317,3 +340,34 @@ def test_compiled_model_training_step_matches_eager():
         torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-4, msg=name)
     for b, c in zip(model.buffers(), twin.buffers()):  # running statistics updated as eager does
         torch.testing.assert_close(c, b, rtol=1e-4, atol=1e-4)
+
+
+needs_cuda = pytest.mark.skipif(
+    not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1", reason="needs a CUDA GPU"
+)
+
+
+@needs_cuda
+@pytest.mark.parametrize("where", [None, "x", "w1", "var", "x_inf"])
+def test_gpu_runs_folded_batch_norm_and_relu_in_cudnn_convolutions(where):
+    """On CUDA a float32 conv -> BN -> ReLU is one channels-last cuDNN call (bias and ReLU in its
+    kernel); its NaN and infinities are eager's. The second block's ReLU is the graph output, which
+    is copied into eager's NCHW layout anyway: no fold there."""
+    from torchsmith.inductor.gpu_pipeline import compile_graph_triton
+
+    graph, types = _block_graph(*VARIANTS["3x3_no_bias"], device="cuda")
+    compiled = compile_graph_triton(graph)
+    assert _externs(compiled) == ["extern.convolution_relu", "prims.convolution"]
+    names = list(types)
+    inputs = [x.cuda() for x in _inputs(types)]
+    if where is not None:
+        target = inputs[names.index(where.removesuffix("_inf"))]
+        target.view(-1)[3] = float("inf") if where.endswith("_inf") else float("nan")
+        if where == "var":
+            target.view(-1)[3] = -1.0  # sqrt of a negative variance: a NaN channel
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+        (got,), (expected,) = compiled(*inputs), interpret(graph, *inputs)
+    if where is not None:
+        assert expected.isnan().any()
+    assert torch.equal(got.isnan(), expected.isnan())
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4, equal_nan=True)

@@ -180,16 +180,45 @@ def test_identical_kernels_are_written_once_and_launched_for_each_group():
     assert_matches_eager(compiled, graph, randn(8, 32), randn(8, 32))
 
 
-def test_channels_last_convolutions_only_when_asked_for():
+def test_channels_last_for_dense_convolutions_by_default():
     def body(b, x, w):
         conv = b.op("aten.convolution.default", x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
         return b.op("aten.mul.Tensor", b.op("aten.relu.default", conv), 2.0)
 
     graph = make_graph("conv", {"x": t(2, 3, 8, 8), "w": t(4, 3, 3, 3)}, body)
+    nhwc = compile_graph_triton(graph)
+    plain = compile_graph_triton(graph, options={"layout_optimization": False})
+    assert "nhwc" not in str(plain.program) and "nhwc" in str(nhwc.program)
+    x, w = randn(2, 3, 8, 8), randn(4, 3, 3, 3)
+    for compiled in (plain, nhwc):
+        assert_matches_eager(compiled, graph, x, w, rtol=1e-4, atol=1e-4)
+
+
+def test_channels_last_result_written_nchw_is_tiled():
+    """A graph output that reads a channels-last convolution result loops in NHWC order (contiguous
+    loads) but stores into eager's NCHW layout: the store walks across the loops, so the kernel runs
+    in tiles (channels by pixels) that load and store contiguously, not one store per channel apart."""
+    def body(b, x, w):
+        conv = b.op("aten.convolution.default", x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+        return b.op("aten.relu.default", b.op("aten.mul.Tensor", conv, 2.0))
+
+    graph = make_graph("conv_out", {"x": t(2, 16, 20, 20), "w": t(24, 16, 3, 3)}, body)
+    compiled = compile_graph_triton(graph)
+    (last,) = [k for k in compiled.kernels if "maximum" in k.name]
+    assert last.kind == "tiled"
+    assert_matches_eager(compiled, graph, randn(2, 16, 20, 20), randn(24, 16, 3, 3), rtol=1e-4, atol=1e-4)
+
+
+def test_depthwise_convolutions_keep_nchw_unless_asked():
+    def body(b, x, w):
+        conv = b.op("aten.convolution.default", x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 6)
+        return b.op("aten.mul.Tensor", b.op("aten.relu.default", conv), 2.0)
+
+    graph = make_graph("depthwise", {"x": t(2, 6, 8, 8), "w": t(6, 1, 3, 3)}, body)
     plain = compile_graph_triton(graph)
     nhwc = compile_graph_triton(graph, options={"layout_optimization": True})
     assert "nhwc" not in str(plain.program) and "nhwc" in str(nhwc.program)
-    x, w = randn(2, 3, 8, 8), randn(4, 3, 3, 3)
+    x, w = randn(2, 6, 8, 8), randn(6, 1, 3, 3)
     for compiled in (plain, nhwc):
         assert_matches_eager(compiled, graph, x, w, rtol=1e-4, atol=1e-4)
 

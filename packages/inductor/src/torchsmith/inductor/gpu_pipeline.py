@@ -14,6 +14,7 @@ CPU tensors run only under `TRITON_INTERPRET=1` (the interpreter), which is how 
 """
 
 import logging
+import math
 from dataclasses import dataclass, replace
 
 import torch
@@ -24,11 +25,13 @@ from torchsmith.inductor.fusion.scheduler import schedule
 from torchsmith.inductor.loop_ir.program import LoopProgram
 from torchsmith.inductor.loop_ir.verify import register_loop_ir_kind, verify_step
 from torchsmith.inductor.lowering.channels_last import ChannelsLastPlan, plan_channels_last
+from torchsmith.inductor.lowering.conv_fold import fold_conv_affine
 from torchsmith.inductor.lowering.copies import elide_identity_copies
 from torchsmith.inductor.lowering.decompose import to_prims
 from torchsmith.inductor.lowering.inline import inline_pointwise
 from torchsmith.inductor.lowering.lower import lower
 from torchsmith.inductor.lowering.sink import sink_extern_inputs
+from torchsmith.inductor.runtime.conv_relu import available as conv_relu_available
 from torchsmith.inductor.runtime.size_outputs import split_size_outputs
 from torchsmith.inductor.runtime.triton_graph import TritonCompiledGraph
 from torchsmith.inductor.runtime.triton_launch import interpreting, load_kernels
@@ -91,8 +94,21 @@ def _pick_device(state: GpuState) -> GpuState:
     return replace(state, device=device)
 
 
+def _wants_channels_last(state: GpuState) -> bool:
+    return bool(state.options.get("layout_optimization", _channels_last_pays(state.graph)))
+
+
+def _fold_convolutions(state: GpuState) -> GpuState:
+    if state.device is None or state.device.type != "cuda" or not _wants_channels_last(state):
+        return state  # the fused convolution + ReLU runs on channels-last CUDA tensors only
+    if not conv_relu_available(state.device):
+        return state
+    graph = fold_conv_affine(state.graph, before_relu=True)
+    return state if graph is state.graph else replace(state, graph=graph)
+
+
 def _choose_layouts(state: GpuState) -> GpuState:
-    if not state.options.get("layout_optimization", _half_precision_convolutions(state.graph)):
+    if not _wants_channels_last(state):
         return state
     return replace(state, layout=plan_channels_last(state.graph))
 
@@ -138,7 +154,8 @@ GPU_PIPELINE = Pipeline(
         Step("decompose", _decompose, "prims graph (aten ops decomposed; prims graphs pass through)"),
         Step("bias matmuls", _bias_matmuls, "graph with half-precision mm + bias as one addmm call"),
         Step("pick device", _pick_device, "the one CUDA device of the graph (compile workers started)"),
-        Step("choose layouts", _choose_layouts, "channels-last plan (half-precision convolutions)"),
+        Step("fold convolutions", _fold_convolutions, "eval BatchNorm in conv weights where a ReLU follows"),
+        Step("choose layouts", _choose_layouts, "channels-last plan around 2-D convolutions"),
         Step("lower", _lower, "loop IR, one buffer per node"),
         Step("inline", _on_program(lambda p: inline_pointwise(p)[0]), "loop IR with cheap producers inlined"),
         Step("widening casts", _on_program(inline_widening_casts), "loop IR reading widened values in place"),
@@ -190,14 +207,26 @@ def compile_graph_triton(graph: Graph, example_inputs=None, options: dict | None
     return compiled if sizes is None else sizes.wrap(compiled)
 
 
-def _half_precision_convolutions(graph: Graph) -> bool:
-    """Channels-last by default only for float16/bfloat16 convolutions: cuDNN runs half-precision NCHW
-    convolutions as NHWC kernels wrapped in transposes of its own, while in float32 converting the
-    inputs and weights on every call costs more than the layout gains."""
-    return any(
-        node.op == "prims.convolution" and node.outputs[0].type.dtype in (torch.float16, torch.bfloat16)
-        for node in graph.nodes
-    )
+def _channels_last_pays(graph: Graph) -> bool:
+    """Channels-last by default where a graph's 2-D convolutions are mostly dense ones: cuDNN runs
+    NCHW convolutions as NHWC kernels wrapped in transposes of its own (half precision) or slower
+    kernels (float32, TF32), about twice the time of a channels-last call, copies of the input and
+    weight included; grouped (depthwise) convolutions gain nothing. So: dense convolutions doing at
+    least twice the grouped ones' work, every size static."""
+    dense = grouped = 0
+    for node in graph.nodes:
+        if node.op != "prims.convolution" or node.args[6]:  # transposed
+            continue
+        out, weight = node.outputs[0].type, node.args[1].type
+        sizes = (*out.shape, *weight.shape)
+        if len(out.shape) != 4 or not all(isinstance(d, int) for d in sizes):
+            return False
+        work = math.prod(out.shape) * math.prod(weight.shape[1:])
+        if node.args[8] > 1:
+            grouped += work
+        else:
+            dense += work
+    return dense > 0 and dense >= 2 * grouped
 
 
 def _single_device(name: str, devices: set[str]) -> torch.device:

@@ -1,5 +1,5 @@
 """Per-channel affine epilogues of convolutions folded into the convolution (a `Graph -> Graph`
-pass over the prims graph, for the CPU pipeline).
+pass over the prims graph, for the CPU pipeline, and on the GPU before a ReLU).
 
 BatchNorm in eval mode decomposes, after a convolution `y`, to
 
@@ -98,8 +98,21 @@ def _is_zero(operand) -> bool:
     return not isinstance(operand, Value) and operand == 0
 
 
-def match_folds(graph: Graph) -> list[FoldedConvolution]:
-    """Every convolution of `graph` followed by at least one foldable affine step."""
+def _read_by_relu(users: dict[str, list[Node]], outputs: set[str], value: Value) -> bool:
+    """Whether `value` is no graph output and its one reader is a ReLU of it, `prims.maximum(value, 0)`,
+    whose own result is no graph output."""
+    readers = users.get(value.name, [])
+    if value.name in outputs or len(readers) != 1 or readers[0].op != "prims.maximum":
+        return False
+    relu = readers[0]
+    zero = relu.args[1] if len(relu.args) == 2 else None
+    plain_zero = not isinstance(zero, (Value, bool)) and zero == 0
+    return relu.args[0] == value and plain_zero and relu.outputs[0].name not in outputs
+
+
+def match_folds(graph: Graph, *, before_relu: bool = False) -> list[FoldedConvolution]:
+    """Every convolution of `graph` followed by at least one foldable affine step; with `before_relu`,
+    only chains whose result is read by a ReLU alone (which the GPU runs inside the convolution)."""
     producers, users = graph.producers(), graph.users()
     outputs = {v.name for v in graph.outputs if isinstance(v, Value)}
     found = []
@@ -109,6 +122,8 @@ def match_folds(graph: Graph) -> list[FoldedConvolution]:
         t = _tensor_type(node.outputs[0])
         if t is None or t.dtype not in DTYPES or t.rank < 3 or not large_image(t.shape):
             continue
+        if before_relu and t.dtype != torch.float32:
+            continue  # the fused ReLU runs for float32 convolutions
         steps, last, current = [], node, node.outputs[0]
         while current.name not in outputs and len(users.get(current.name, [])) == 1:
             user = users[current.name][0]
@@ -124,7 +139,7 @@ def match_folds(graph: Graph) -> list[FoldedConvolution]:
                 break
             steps.append(AffineStep(user.op, position, operand))
             last, current = user, user.outputs[0]
-        if steps:
+        if steps and (not before_relu or _read_by_relu(users, outputs, last.outputs[0])):
             found.append(FoldedConvolution(node, tuple(steps), last))
     return found
 
@@ -219,12 +234,13 @@ def _emit_folded(builder: GraphBuilder, taken: set[str], fold: FoldedConvolution
     builder.op(CONVOLUTION, x, weight, shift, *rest, out_name=out.name, out_type=t, source=conv.source)
 
 
-def fold_conv_affine(graph: Graph) -> Graph:
+def fold_conv_affine(graph: Graph, *, before_relu: bool = False) -> Graph:
     """`graph` with each convolution and the per-channel affine chain after it (BatchNorm in eval
     mode) as one convolution of a scaled weight and a shifted bias; the graph itself when there is
     none. The chain's vector operands are left for the lowering's dead-buffer removal where nothing
-    else reads them."""
-    folds = match_folds(graph)
+    else reads them. `before_relu`: only chains a ReLU reads (the GPU's cuDNN adds a bias in a pass
+    of its own, but a bias and ReLU within the convolution's kernel)."""
+    folds = match_folds(graph, before_relu=before_relu)
     if not folds:
         return graph
     by_last = {id(f.last): f for f in folds}

@@ -100,9 +100,9 @@ def fuse_bias_add(ctx: LoweringContext, node: Node) -> ViewRef | None:
 def fuse_convolution_relu(ctx: LoweringContext, node: Node) -> ViewRef | None:
     """`prims.maximum(y, 0)` (a ReLU) of a float32 channels-last 2-D convolution result `y` read
     nowhere else: the convolution call becomes `extern.convolution_relu` (runtime/conv_relu.py:
-    oneDNN's ReLU post-op where the operands are finite), its result the ReLU's, and no ReLU kernel
-    reads and writes the image again. None when `node` is not such a ReLU, the image is small
-    (conv_fold.large_image) or this torch has no oneDNN convolution."""
+    oneDNN's ReLU post-op where the operands are finite, cuDNN's fused kernel on CUDA), its result
+    the ReLU's, and no ReLU kernel reads and writes the image again. None when `node` is not such a
+    ReLU, the image is small (conv_fold.large_image) or this torch has no fused convolution for it."""
     from torchsmith.inductor.lowering.conv_fold import large_image
     from torchsmith.inductor.runtime.conv_relu import available
 
@@ -112,14 +112,15 @@ def fuse_convolution_relu(ctx: LoweringContext, node: Node) -> ViewRef | None:
     buffer = ctx.convolutions.get(value.name)
     if buffer is None or ctx.use_count.get(value.name) != 1 or value.type.dtype != torch.float32:
         return None
-    if torch.device(value.type.device).type != "cpu" or not large_image(value.type.shape):
+    device = torch.device(value.type.device)
+    if device.type not in ("cpu", "cuda") or not large_image(value.type.shape):
         return None
     if node.outputs[0].name in ctx.layout.nhwc_loops:
         # A graph output is copied into eager's NCHW layout anyway: the ReLU runs in that copy.
         return None
     position = next(k for k, b in enumerate(ctx.buffers) if b.name == buffer)
     call = ctx.buffers[position]
-    if call.params[6] or len(call.layout.shape) != 4 or not available():  # transposed
+    if call.params[6] or len(call.layout.shape) != 4 or not available(device):  # transposed
         return None
     ctx.buffers[position] = dataclasses.replace(call, kernel="extern.convolution_relu",
                                                 origin=f"{call.origin}; {ctx.origin}")

@@ -1,6 +1,8 @@
-"""`extern.convolution_relu`: a convolution and the ReLU after it as one oneDNN call
-(`torch.ops.mkldnn._convolution_pointwise` with its "relu" post-op), so the activation is written
-once, by the convolution, instead of read and written again by a ReLU kernel.
+"""`extern.convolution_relu`: a convolution and the ReLU after it as one library call, so the
+activation is written once, by the convolution, instead of read and written again by a ReLU kernel:
+on the CPU oneDNN's (`torch.ops.mkldnn._convolution_pointwise` with its "relu" post-op), on CUDA
+cuDNN's (`torch.cudnn_convolution_relu`: the bias and ReLU inside the convolution's kernel, which
+keeps NaN as `torch.relu` does).
 
 oneDNN's ReLU post-op maps NaN to 0 where `torch.relu` keeps NaN. A convolution's result holds a
 NaN only where its input, weight or bias holds a NaN or infinity (or where a sum overflows both
@@ -19,8 +21,10 @@ import torch
 _FINITE: dict[int, weakref.ref] = {}
 
 
-def available() -> bool:
-    """Whether this torch build has oneDNN's fused convolution op."""
+def available(device: torch.device) -> bool:
+    """Whether this torch build has a fused convolution op for `device` (oneDNN's, cuDNN's)."""
+    if device.type == "cuda":
+        return torch.backends.cudnn.is_available() and hasattr(torch, "cudnn_convolution_relu")
     return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_convolution_pointwise")
 
 
@@ -41,6 +45,11 @@ def _finite(t: torch.Tensor) -> bool:
 
 def convolution_relu(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     """`relu(aten.convolution(...))` (same arguments) for a 2-D convolution that is not transposed."""
+    if x.is_cuda:
+        if transposed or not torch.backends.cudnn.enabled or any(output_padding):
+            return torch.relu(torch.ops.aten.convolution.default(
+                x, weight, bias, stride, padding, dilation, transposed, output_padding, groups))
+        return torch.cudnn_convolution_relu(x, weight, bias, stride, padding, dilation, groups)
     fused = (
         not transposed
         and torch.backends.mkldnn.enabled

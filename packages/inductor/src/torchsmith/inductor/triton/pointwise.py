@@ -12,7 +12,7 @@ contiguously. Every access is masked: the last block may run past the end.
 import sympy
 
 from torchsmith.inductor.errors import CodegenError
-from torchsmith.inductor.loop_ir.program import ComputedBuffer, Load, LoopProgram, index_vars, loads
+from torchsmith.inductor.loop_ir.program import ComputedBuffer, LoopProgram, index_vars, loads
 from torchsmith.inductor.triton.group import drop_unit_vars, resolve_group
 from torchsmith.inductor.triton.index import Axis, kernel_symbol, product, to_kernel_space, triton_index
 from torchsmith.inductor.triton.writer import (
@@ -38,12 +38,13 @@ def live_ranges(buffer: ComputedBuffer) -> tuple[tuple, tuple]:
     return tuple(v for v, _ in pairs), tuple(r for _, r in pairs)
 
 
-def _transposed(expr_loads: list[Load], variables: tuple) -> bool:
-    """Whether some load steps by 1 along an outer variable but not along the last one."""
+def _transposed(indices: list, variables: tuple) -> bool:
+    """Whether some access (a load's or a store's index) steps by 1 along an outer variable but not
+    along the last one: a layout change, read or written across the loops' innermost order."""
     if len(variables) < 2:
         return False
-    for ld in expr_loads:
-        index = sympy.expand(sympy.sympify(ld.index))
+    for index in indices:
+        index = sympy.expand(sympy.sympify(index))
         last = index.coeff(variables[-1], 1)
         if last in (0, 1):
             continue
@@ -66,9 +67,10 @@ def _linear_coefficients(index, variables: tuple) -> dict | None:
 
 def tile_axes(variables: tuple, ranges: tuple, load_indices: list, store_indices: list):
     """Positions of the (outer, y, x) variables of a tiled kernel. x: the last variable and the ones
-    before it that every access walks as one flat dim with it; y: a variable some load steps by 1
-    along; outer: the rest. With a non-linear index or a short y, y is every variable before x
-    (a tile of rows of the flattened leading dims) and nothing is outer."""
+    before it that every access walks as one flat dim with it; y: a variable some access steps by 1
+    along (a load read across the loops' order, or a store written across it); outer: the rest.
+    With a non-linear index or a short y, y is every variable before x (a tile of rows of the
+    flattened leading dims) and nothing is outer."""
     last = len(variables) - 1
     fallback = ((), tuple(range(last)), (last,))
     accesses = [_linear_coefficients(i, variables) for i in (*load_indices, *store_indices)]
@@ -80,8 +82,7 @@ def tile_axes(variables: tuple, ranges: tuple, load_indices: list, store_indices
     first_x = last
     while first_x > 0 and flat_with_next(first_x - 1):
         first_x -= 1
-    loads_ = accesses[: len(load_indices)]
-    y = next((k for k in range(first_x) if any(a[variables[k]] == 1 for a in loads_)), None)
+    y = next((k for k in range(first_x) if any(a[variables[k]] == 1 for a in accesses)), None)
     if y is None or (sympy.sympify(ranges[y]).is_Integer and int(ranges[y]) < MIN_TILE_Y):
         return fallback
     outer = tuple(k for k in range(first_x) if k != y)
@@ -115,7 +116,8 @@ def emit_pointwise(
             )
     all_loads = [ld for b in group for ld in loads(resolved[b.name])]
     same_shape = all(s == shapes[0] for s in shapes)
-    tiled = same_shape and _transposed(all_loads, shapes[0][0])
+    stores = [_store_index(b) for b in group if b.name in stored]
+    tiled = same_shape and _transposed([ld.index for ld in all_loads] + stores, shapes[0][0])
     writes = tuple(b.name for b in group if b.name in stored)
     members = {b.name for b in group}
     reads = tuple(dict.fromkeys(ld.buffer for ld in all_loads if ld.buffer not in members))
@@ -124,7 +126,6 @@ def emit_pointwise(
     x = kernel_symbol("xindex")
     if tiled:
         variables, ranges = shapes[0]
-        stores = [_store_index(b) for b in group if b.name in stored]
         outer, ys, xs = tile_axes(variables, ranges, [ld.index for ld in all_loads], stores)
         pick = lambda positions: (tuple(variables[k] for k in positions), tuple(ranges[k] for k in positions))  # noqa: E731
         tile_of = {"z": pick(outer), "y": pick(ys), "x": pick(xs)}
