@@ -144,15 +144,15 @@ def _accepts_options(fn) -> bool:
         return False
 
 
-def make_system(system: str, module, probe: TorchsmithProbe | None):
-    """The callable that runs `module` under `system`."""
+def make_system(system: str, module, probe: TorchsmithProbe | None, mode: str = "default"):
+    """The callable that runs `module` under `system`, both compilers in the same `mode`."""
     if system == "eager":
         return module
     if system == "torch.compile":
-        return torch.compile(module)  # the baseline, default backend (inductor)
+        return torch.compile(module, mode=mode)  # the baseline, default backend (inductor)
     import torchsmith
 
-    return torchsmith.compile(module, backend=probe.backend)
+    return torchsmith.compile(module, backend=probe.backend, mode=mode)
 
 
 def make_step(train: bool, module, fn, inputs):
@@ -234,7 +234,8 @@ def child_first_call(spec: dict) -> dict:
         warnings.simplefilter("always")
         sync()
         start = time.perf_counter()
-        step = make_step(train, module, make_system(spec["system"], module, probe), inputs)
+        fn = make_system(spec["system"], module, probe, spec.get("mode", "default"))
+        step = make_step(train, module, fn, inputs)
         step()
         sync()
         seconds = time.perf_counter() - start
@@ -271,7 +272,7 @@ def child_measure(spec: dict) -> dict:
             try:
                 sync()
                 start = time.perf_counter()
-                fns[s] = make_system(s, modules[s], probe)
+                fns[s] = make_system(s, modules[s], probe, spec.get("mode", "default"))
                 got = outputs_of(train, modules[s], fns[s], inputs)
                 sync()
                 first_call_s = time.perf_counter() - start
@@ -454,8 +455,8 @@ def complete_cold(path: str, args) -> dict:
 def bench_workload(name: str, args) -> dict:
     """Cold, warm and steady-state numbers of one workload (see the module docstring)."""
     spec = {"workload": name, "device": args.device, "dtype": args.dtype, "quick": args.quick,
-            "backend": args.backend, "repeat": args.repeat, "round_s": 0.01 if args.quick else 0.03,
-            "threads": args.threads}
+            "backend": args.backend, "mode": args.mode, "repeat": args.repeat,
+            "round_s": 0.01 if args.quick else 0.03, "threads": args.threads}
     title = WORKLOADS[name].title_for(args.device.startswith("cuda"))
     row = {"workload": name, "title": title, "train": WORKLOADS[name].train,
            "memory_bound": WORKLOADS[name].memory_bound}
@@ -504,7 +505,7 @@ def measure_in_one_process(names: list[str], args):
 
     spec = {"device": args.device, "dtype": args.dtype, "quick": args.quick, "backend": args.backend,
             "repeat": args.repeat, "round_s": 0.01 if args.quick else 0.03, "threads": args.threads,
-            "task": "measure_all", "workloads": names}
+            "mode": args.mode, "task": "measure_all", "workloads": names}
     with tempfile.TemporaryDirectory(prefix="bench_inductor_") as cache:
         spec["rows_file"] = os.path.join(cache, "rows.jsonl")
         done: dict = {}
@@ -537,6 +538,8 @@ def main(argv=None) -> dict:
                         help="tiny sizes, few rounds, warm start read while measuring; writes nothing")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    parser.add_argument("--mode", default="default", choices=["default", "reduce-overhead", "max-autotune"],
+                        help="both compilers' mode")
     parser.add_argument("--backend", default="inductor",
                         help="torchsmith's backend (aot_eager while developing)")
     parser.add_argument("--threads", type=int, default=None,
@@ -584,7 +587,8 @@ def main(argv=None) -> dict:
     out = args.out
     if out is None and not args.quick and not args.only:
         if gpu:
-            out = str(RESULTS / f"inductor_cuda_{args.dtype}.md")
+            mode = "" if args.mode == "default" else f"_{args.mode.replace('-', '_')}"
+            out = str(RESULTS / f"inductor_cuda_{args.dtype}{mode}.md")
         else:
             suffix = "" if args.dtype == "float32" else f"_{args.dtype}"
             out = str(RESULTS / f"inductor_{args.device.split(':')[0]}{suffix}.md")
@@ -593,8 +597,8 @@ def main(argv=None) -> dict:
     def result_so_far() -> dict:
         result = {
             "benchmark": "inductor", "command": command.strip(), "device": args.device, "dtype": args.dtype,
-            "backend": args.backend, "quick": args.quick, "repeat": args.repeat, "no_cold": args.no_cold,
-            "no_warm": args.no_warm, "machine": machine(_versions(args.device)),
+            "mode": args.mode, "backend": args.backend, "quick": args.quick, "repeat": args.repeat,
+            "no_cold": args.no_cold, "no_warm": args.no_warm, "machine": machine(_versions(args.device)),
             "total_s": time.perf_counter() - start, "rows": rows,
             "copy": copy_result,
         }

@@ -180,8 +180,10 @@ def markdown(result: dict) -> str:
     """The results table: speed, correctness, cold and warm start, and what torchsmith compiled."""
     m, rows = result["machine"], result["rows"]
     gpu = f", GPU {m['gpu']}" if m.get("gpu") else ""
+    mode = result.get("mode", "default")
+    setting = f"{result['device']}, {result['dtype']}" + ("" if mode == "default" else f", mode={mode!r}")
     lines = [
-        f"# Inductor benchmark: eager vs torch.compile vs torchsmith ({result['device']}, {result['dtype']})",
+        f"# Inductor benchmark: eager vs torch.compile vs torchsmith ({setting})",
         "",
         f"Command: `{result['command']}` (torchsmith backend `{result['backend']}`; whole run "
         f"{result['total_s']:.0f} s).",

@@ -15,6 +15,7 @@ import time
 
 import torch
 from bench_inductor import TorchsmithProbe, make_step, make_system
+from common import prepare_native
 from inductor_workloads import WORKLOADS
 
 
@@ -108,6 +109,8 @@ def main(argv=None) -> None:
     parser.add_argument("--find-syncs", action="store_true", help="the first call that waits for the GPU")
     parser.add_argument("--quick", action="store_true", help="the workload's tiny sizes")
     args = parser.parse_args(argv)
+    if "torchsmith" in args.systems:
+        print(f"native extensions: {prepare_native()}")  # as the benchmarks time it
     for system in args.systems:
         profile_system(system, args.workload, args)
 
