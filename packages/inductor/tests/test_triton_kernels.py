@@ -180,18 +180,25 @@ def test_identical_kernels_are_written_once_and_launched_for_each_group():
     assert_matches_eager(compiled, graph, randn(8, 32), randn(8, 32))
 
 
-def test_channels_last_for_dense_convolutions_by_default():
+@pytest.mark.parametrize(
+    ("channels", "groups", "by_default"), [(3, 1, True), (6, 6, False)], ids=["dense", "depthwise"]
+)
+def test_channels_last_by_default_for_dense_convolutions_only(channels, groups, by_default):
     def body(b, x, w):
-        conv = b.op("aten.convolution.default", x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+        conv = b.op("aten.convolution.default", x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], groups)
         return b.op("aten.mul.Tensor", b.op("aten.relu.default", conv), 2.0)
 
-    graph = make_graph("conv", {"x": t(2, 3, 8, 8), "w": t(4, 3, 3, 3)}, body)
-    nhwc = compile_graph_triton(graph)
+    out = 4 if groups == 1 else channels
+    shapes = {"x": (2, channels, 8, 8), "w": (out, channels // groups, 3, 3)}
+    graph = make_graph("conv", {name: t(*shape) for name, shape in shapes.items()}, body)
+    default = compile_graph_triton(graph)
+    nhwc = compile_graph_triton(graph, options={"layout_optimization": True})
     plain = compile_graph_triton(graph, options={"layout_optimization": False})
     assert "nhwc" not in str(plain.program) and "nhwc" in str(nhwc.program)
-    x, w = randn(2, 3, 8, 8), randn(4, 3, 3, 3)
+    assert ("nhwc" in str(default.program)) == by_default
+    args = [randn(*shape) for shape in shapes.values()]
     for compiled in (plain, nhwc):
-        assert_matches_eager(compiled, graph, x, w, rtol=1e-4, atol=1e-4)
+        assert_matches_eager(compiled, graph, *args, rtol=1e-4, atol=1e-4)
 
 
 def test_channels_last_result_written_nchw_is_tiled():
@@ -207,20 +214,6 @@ def test_channels_last_result_written_nchw_is_tiled():
     (last,) = [k for k in compiled.kernels if "maximum" in k.name]
     assert last.kind == "tiled"
     assert_matches_eager(compiled, graph, randn(2, 16, 20, 20), randn(24, 16, 3, 3), rtol=1e-4, atol=1e-4)
-
-
-def test_depthwise_convolutions_keep_nchw_unless_asked():
-    def body(b, x, w):
-        conv = b.op("aten.convolution.default", x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 6)
-        return b.op("aten.mul.Tensor", b.op("aten.relu.default", conv), 2.0)
-
-    graph = make_graph("depthwise", {"x": t(2, 6, 8, 8), "w": t(6, 1, 3, 3)}, body)
-    plain = compile_graph_triton(graph)
-    nhwc = compile_graph_triton(graph, options={"layout_optimization": True})
-    assert "nhwc" not in str(plain.program) and "nhwc" in str(nhwc.program)
-    x, w = randn(2, 6, 8, 8), randn(6, 1, 3, 3)
-    for compiled in (plain, nhwc):
-        assert_matches_eager(compiled, graph, x, w, rtol=1e-4, atol=1e-4)
 
 
 def test_every_reduction_type():
