@@ -1,5 +1,7 @@
 """The C++ tensor checks (`native_guards`) against the Python guard they replace."""
 
+import functools
+
 import pytest
 import torch
 
@@ -121,6 +123,63 @@ def test_the_cpp_hook_check_agrees_with_the_python_checks():
     del missing.__dict__["_forward_hooks"]
     assert module.without_hooks(missing) is False
     assert module.without_hooks(3) is False and module.without_hooks(object()) is False
+
+
+def _scaled(factor=2.0, *, shift=0.0):
+    return lambda x: x * factor + shift
+
+
+def test_the_cpp_function_check_agrees_with_the_python_checks():
+    module = _native_module()
+    fn = _scaled()
+
+    def python_check(other, fields) -> bool:
+        t, code, defaults, kwdefaults, globals_ = fields
+        try:
+            return (type(other) is t and other.__code__ is code and other.__defaults__ == defaults
+                    and other.__kwdefaults__ == kwdefaults and other.__globals__ is globals_)
+        except Exception:
+            return False
+
+    def plain(x, y=1):
+        return x
+
+    def keyword_only(x, *, y=1):
+        return x
+
+    changed = _scaled()
+    changed.__defaults__ = (3.0,)  # a default changed after the capture
+    candidates = [fn, _scaled(), _scaled(5.0), changed, plain, keyword_only, _scaled, len, 3, None,
+                  functools.partial(fn, 1)]
+    for reference in (fn, plain, keyword_only):
+        fields = (type(reference), reference.__code__, reference.__defaults__, reference.__kwdefaults__,
+                  reference.__globals__)
+        for other in candidates:
+            assert module.same_function(other, *fields) is python_check(other, fields), (reference, other)
+    assert module.same_function(_scaled(), *(type(fn), fn.__code__, None, None, fn.__globals__)) is True
+    with pytest.raises(TypeError):
+        module.same_function(fn)
+
+
+def test_a_function_the_program_reads_is_one_cpp_check_and_recompiles_on_a_new_default(compile_with, backend):
+    _native_module()
+    model = _model(NATIVE_MIN_TENSORS)
+    x = torch.randn(3, 5)
+
+    def run(fn):
+        return fn(model(x))
+
+    holder = {"fn": _scaled()}
+    compiled = compile_with(lambda x: holder["fn"](model(x)))
+    torch.testing.assert_close(compiled(x), run(holder["fn"]))
+    holder["fn"] = _scaled()  # a new closure of the same code and defaults: the same entry
+    torch.testing.assert_close(compiled(x), run(holder["fn"]))
+    assert len(backend.graphs) == 1
+    (entry,) = [e for cache in compiled._session.caches.values() for e in cache.entries]
+    assert "___same_function(" in entry.guard_set.source_text()
+    holder["fn"].__defaults__ = (3.0,)
+    torch.testing.assert_close(compiled(x), run(holder["fn"]))
+    assert len(backend.graphs) == 2
 
 
 def test_a_hook_added_after_compiling_recompiles_under_the_cpp_check(compile_with, backend):

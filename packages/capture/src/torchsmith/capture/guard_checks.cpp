@@ -2,7 +2,9 @@
 // - `check(tensor, spec)` says whether a tensor has the class, dtype, device, requires_grad, sizes and
 //   strides that `make_spec` recorded, reading them from the tensor itself;
 // - `without_hooks(module)` says whether a module's four hook tables are empty and its instance does
-//   not replace `forward`, reading its instance dict once.
+//   not replace `forward`, reading its instance dict once;
+// - `same_function(fn, type, code, defaults, kwdefaults, globals)` says whether a function has that
+//   class, code and globals (identity) and equal defaults, reading the function object's fields.
 // Built and loaded by native_guards.py.
 #include <Python.h>
 #include <torch/csrc/Device.h>
@@ -137,8 +139,32 @@ PyObject* without_hooks(PyObject*, PyObject* module) {
   Py_RETURN_FALSE;
 }
 
+// Python's `fn.__defaults__` / `fn.__kwdefaults__`: None where the function has none.
+PyObject* or_none(PyObject* value) { return value == nullptr ? Py_None : value; }
+
+// same_function(fn, type, code, defaults, kwdefaults, globals) -> bool: `type(fn) is type and
+// fn.__code__ is code and fn.__defaults__ == defaults and fn.__kwdefaults__ == kwdefaults and
+// fn.__globals__ is globals`; False where a comparison raises (as the Python guard's except).
+PyObject* same_function(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 6) {
+    PyErr_SetString(PyExc_TypeError, "same_function takes fn, type, code, defaults, kwdefaults, globals");
+    return nullptr;
+  }
+  PyObject* fn = args[0];
+  if (reinterpret_cast<PyObject*>(Py_TYPE(fn)) != args[1] || !PyFunction_Check(fn)) Py_RETURN_FALSE;
+  if (PyFunction_GetCode(fn) != args[2] || PyFunction_GetGlobals(fn) != args[5]) Py_RETURN_FALSE;
+  const int defaults = PyObject_RichCompareBool(or_none(PyFunction_GetDefaults(fn)), args[3], Py_EQ);
+  const int kwdefaults =
+      defaults == 1 ? PyObject_RichCompareBool(or_none(PyFunction_GetKwDefaults(fn)), args[4], Py_EQ) : 0;
+  PyErr_Clear();
+  if (defaults == 1 && kwdefaults == 1) Py_RETURN_TRUE;
+  Py_RETURN_FALSE;
+}
+
 PyMethodDef methods[] = {
     {"without_hooks", without_hooks, METH_O, "without_hooks(module) -> bool"},
+    {"same_function", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(same_function)), METH_FASTCALL,
+     "same_function(fn, type, code, defaults, kwdefaults, globals) -> bool"},
     {"make_spec", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(make_spec)), METH_FASTCALL,
      "make_spec(type, dtype, device, requires_grad, sizes, strides)"},
     {"check", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(check)), METH_FASTCALL,

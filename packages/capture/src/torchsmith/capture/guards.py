@@ -174,6 +174,7 @@ class GuardSet:
         self._native_specs: dict[str, tuple] = {}
         self._native_objects: dict[str, object] = {}  # expr -> its native spec, made once
         self._native_hooks: dict[str, str] = {}  # expr -> the module source `without_hooks` checks
+        self._native_functions: dict[str, str] = {}  # expr -> its `same_function` arguments
         # compile and promote run on the capturing thread and on the one loading native checks
         self._lock = threading.RLock()
 
@@ -225,6 +226,20 @@ class GuardSet:
             else:
                 self.add(f"not {source}.{table}", fast=f"not {field}")
         self.add(f"('forward' in {source}.__dict__) is {replaced}")
+
+    def function_is(self, source: str, fn) -> None:
+        """`source` must stay a function of `fn`'s class, code, defaults and globals (not `fn` itself: a
+        closure or lambda made anew on every call passes): one expression, one C++ call
+        (`same_function`) once the extension loads."""
+        fields = (type(fn), fn.__code__, fn.__defaults__, fn.__kwdefaults__, fn.__globals__)
+        t, code, defaults, kwdefaults, globals_ = (self.ns.name_of(f) for f in fields)
+        expr = (
+            f"type({source}) is {t} and {source}.__code__ is {code} and {source}.__defaults__ == {defaults} "
+            f"and {source}.__kwdefaults__ == {kwdefaults} and {source}.__globals__ is {globals_}"
+        )
+        self._native_functions[expr] = f"{source}, {t}, {code}, {defaults}, {kwdefaults}, {globals_}"
+        self.add(expr)
+        self._frozen.append(f"{source}.__code__")  # what lies below an immutable code object holds too
 
     def note_attribute_read(self, source: str, obj) -> None:
         """Capture read an attribute of `obj` (through `source`). Where `obj`'s class reads its
@@ -345,6 +360,10 @@ class GuardSet:
         if hooks_of is not None:
             self.ns.values["___without_hooks"] = module.without_hooks
             return f"___without_hooks({hooks_of})"
+        function_args = self._native_functions.get(expr)
+        if function_args is not None:
+            self.ns.values["___same_function"] = module.same_function
+            return f"___same_function({function_args})"
         native = self._native_specs.get(expr)
         if native is None:
             return self._fast.get(expr, expr)

@@ -337,11 +337,7 @@ class Tracer(
         if isinstance(value, types.FunctionType) and not _trusted(value) and _simple_defaults(value):
             # a function is guarded by its code, not its identity, so a closure or lambda made
             # anew on every call reuses the graph; cells are guarded where they are read
-            g.type_is(source, value)
-            g.identity(f"{source}.__code__", value.__code__)
-            g.add(f"{source}.__defaults__ == {self.ns.name_of(value.__defaults__)}")
-            g.add(f"{source}.__kwdefaults__ == {self.ns.name_of(value.__kwdefaults__)}")
-            g.add(f"{source}.__globals__ is {self.ns.name_of(value.__globals__)}")
+            g.function_is(source, value)
             return self._shared(ConstVar(value, source), value)
         owner = getattr(value, "__self__", None)
         if isinstance(value, types.BuiltinMethodType) and owner is not None and not isinstance(
