@@ -201,6 +201,19 @@ def test_channels_last_by_default_for_dense_convolutions_only(channels, groups, 
         assert_matches_eager(compiled, graph, *args, rtol=1e-4, atol=1e-4)
 
 
+def test_a_1d_convolution_beside_2d_ones_leaves_the_layout_default_on():
+    def body(b, x, w, s, k):
+        conv = b.op("aten.convolution.default", x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+        seq = b.op("aten.convolution.default", s, k, None, [1], [1], [1], False, [0], 1)
+        return b.op("aten.relu.default", conv), b.op("aten.relu.default", seq)
+
+    shapes = {"x": (2, 3, 8, 8), "w": (4, 3, 3, 3), "s": (2, 3, 16), "k": (4, 3, 3)}
+    graph = make_graph("mixed", {name: t(*shape) for name, shape in shapes.items()}, body)
+    compiled = compile_graph_triton(graph)
+    assert "nhwc" in str(compiled.program)
+    assert_matches_eager(compiled, graph, *(randn(*shape) for shape in shapes.values()), rtol=1e-4, atol=1e-4)
+
+
 def test_channels_last_result_written_nchw_is_tiled():
     """A graph output that reads a channels-last convolution result loops in NHWC order (contiguous
     loads) but stores into eager's NCHW layout: the store walks across the loops, so the kernel runs

@@ -212,14 +212,15 @@ def _channels_last_pays(graph: Graph) -> bool:
     NCHW convolutions as NHWC kernels wrapped in transposes of its own (half precision) or slower
     kernels (float32, TF32), about twice the time of a channels-last call, copies of the input and
     weight included; grouped (depthwise) convolutions gain nothing. So: dense convolutions doing at
-    least twice the grouped ones' work, every size static."""
+    least twice the grouped ones' work, every 2-D one of static sizes."""
     dense = grouped = 0
     for node in graph.nodes:
         if node.op != "prims.convolution" or node.args[6]:  # transposed
             continue
         out, weight = node.outputs[0].type, node.args[1].type
-        sizes = (*out.shape, *weight.shape)
-        if len(out.shape) != 4 or not all(isinstance(d, int) for d in sizes):
+        if len(out.shape) != 4:
+            continue  # 1-D and 3-D convolutions keep their layout either way
+        if not all(isinstance(d, int) for d in (*out.shape, *weight.shape)):
             return False
         work = math.prod(out.shape) * math.prod(weight.shape[1:])
         if node.args[8] > 1:
