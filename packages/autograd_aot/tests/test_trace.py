@@ -117,7 +117,8 @@ def _fused_ops(graph, inputs, training=True, device="cuda:0"):
 def test_cuda_training_attention_traces_to_the_fused_kernel_and_its_backward(monkeypatch):
     from torchsmith.autograd_aot import fused_attention
 
-    monkeypatch.setattr(fused_attention, "_kernel_runs", lambda call, device: True)  # no GPU here
+    # no GPU here: torch is told eager takes the memory-efficient kernel
+    monkeypatch.setattr(fused_attention, "_eager_kernel", lambda call, device: "efficient")
     monkeypatch.setenv("TORCHSMITH_FUSED_ATTENTION", "1")
     qkv = [torch.empty(2, 4, 16, 32, dtype=torch.bfloat16, device="meta", requires_grad=True)] * 3
     ops = _fused_ops(attention_graph("cuda:0"), qkv)
@@ -135,9 +136,13 @@ def test_cuda_training_attention_traces_to_the_fused_kernel_and_its_backward(mon
     assert "aten._scaled_dot_product_efficient_attention.default" not in default
 
 
-def test_cuda_training_attention_keeps_half_precision_products():
+def test_cuda_training_attention_keeps_half_precision_products(monkeypatch):
     """On meta, torch's math path computes half-precision attention in float32; CUDA's does not.
-    The traced CUDA program must compute its products in bfloat16, as eager on the GPU."""
+    Where no fused kernel runs, the traced CUDA program computes its products in bfloat16, as eager
+    on the GPU."""
+    from torchsmith.autograd_aot import fused_attention
+
+    monkeypatch.setattr(fused_attention, "_eager_kernel", lambda call, device: "math")
     qkv = [torch.empty(2, 4, 16, 32, dtype=torch.bfloat16, device="meta", requires_grad=True)] * 3
     graph = trace(attention_graph("cuda:0"), qkv, training=True, device="cuda:0").graph
     products = [n for n in graph.nodes if n.op in ("aten.bmm.default", "aten.mm.default")]
@@ -176,7 +181,7 @@ def test_attention_inside_multi_head_attention_takes_the_fused_kernel_too(monkey
     from torchsmith.autograd_aot import fused_attention
 
     capture = pytest.importorskip("torchsmith.capture").capture  # makes the graph (not in isolation)
-    monkeypatch.setattr(fused_attention, "_kernel_runs", lambda call, device: True)
+    monkeypatch.setattr(fused_attention, "_eager_kernel", lambda call, device: "efficient")
     monkeypatch.setenv("TORCHSMITH_FUSED_ATTENTION", "1")
     graphs = []
 
@@ -200,22 +205,22 @@ def test_attention_inside_multi_head_attention_takes_the_fused_kernel_too(monkey
 
 def test_fused_kernel_query_sees_real_tensors_while_tracing(monkeypatch):
     """Inside the tracer's dispatch mode a factory call makes a meta tensor (and a graph node): the
-    query about the fused kernel must be asked with real tensors, outside it (on the H200 it was
-    always asked with meta tensors, so attention never took the fused kernel)."""
+    question which kernel eager takes must be asked with real tensors, outside it (on the H200 it
+    was once asked with meta tensors, so attention never took a fused kernel)."""
     from torchsmith.autograd_aot import fused_attention
     from torchsmith.autograd_aot.trace import _Recorder
 
     seen = []
 
-    def can_use(params, debug=False):
-        seen.append(params.query.device.type)
-        return True
+    def choice(query, key, value, *args, **kwargs):
+        seen.append((query.device.type, query.requires_grad))
+        return torch.nn.attention.SDPBackend.CUDNN_ATTENTION.value
 
-    monkeypatch.setattr(torch.backends.cuda, "can_use_efficient_attention", can_use)
+    monkeypatch.setattr(torch, "_fused_sdp_choice", choice)
     q = torch.empty(2, 4, 16, 32, device="meta", requires_grad=True)
     call = dict(fused_attention._DEFAULTS, query=q, key=q, value=q)
     recorder = _Recorder("cuda:0")
     with recorder:
-        assert fused_attention._kernel_runs(call, "cpu")  # the real device, here the CPU
-    assert seen == ["cpu"]
+        assert fused_attention._eager_kernel(call, "cpu") == "cudnn"  # the real device, here the CPU
+    assert seen == [("cpu", True)]
     assert recorder.nodes == []

@@ -3,6 +3,7 @@ lowered again, with the same program and the same results; keys change with what
 result; damaged entries and a disabled cache fall back to compiling."""
 
 import importlib
+import os
 
 import torch
 
@@ -84,3 +85,26 @@ def test_cached_program_with_symbolic_sizes_runs_every_size(monkeypatch, tmp_pat
     assert "lower" not in cached.timings
     for shape in [(3, 5), (7, 300), (1, 1)]:
         assert_matches_eager(cached, graph, torch.randn(*shape), rtol=1e-5, atol=1e-5)
+
+
+def test_prims_graph_read_back_registers_the_prims_ops(tmp_path):
+    """A process that reads a decomposed graph back from the cache has imported nothing that
+    registers the prims ops; the steps after it (folding BatchNorm into convolution weights on a
+    GPU) look them up, so reading the graph back must register them."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, torch\n"
+        "from torchsmith.inductor.device_compilers import to_prims_keep\n"
+        "from torchsmith.ir import GraphBuilder\n"
+        "b = GraphBuilder('g')\n"
+        "x = b.input('x', 'f32[4] cpu')\n"
+        "to_prims_keep(b.build(b.op('aten.neg.default', b.op('aten.relu.default', x))))\n"
+        "print('torchsmith.prims' in sys.modules)\n"
+    )
+    env = dict(os.environ, TORCHSMITH_CACHE_DIR=str(tmp_path))
+    command = [sys.executable, "-c", script]
+    runs = [subprocess.run(command, env=env, capture_output=True, text=True, check=True) for _ in range(2)]
+    assert [r.stdout.strip() for r in runs] == ["True", "True"]  # the second one read the graph back
+    assert any(tmp_path.rglob("*")), "the first process stored nothing"

@@ -10,6 +10,7 @@ device on zero tensors laid out like the arguments, with smaller spatial sizes w
 (a convolution: the smallest that still give an output of at least 2 per spatial dim; the others:
 at most 8, or the real size when the op needs more), and lays the meta result out the way the real
 result is (channels-last or contiguous). Later meta ops then see the layout eager's ops see.
+CUDA's fused attention results need no probe: the kernels' rules are known (ATTENTION_MIRRORS).
 """
 
 import contextlib
@@ -37,9 +38,23 @@ PROBED = {
 _CHANNELS_LAST = {4: torch.channels_last, 5: torch.channels_last_3d}
 
 
+# CUDA's fused attention kernels allocate each result in the memory order of one argument: result k
+# of the op is laid out like its argument ATTENTION_MIRRORS[op][k] (flash: as `empty_like` of its
+# (batch, position, head, feature) view; cuDNN's backward: dense, its dims ordered by the
+# argument's strides). The meta kernels allocate like the arguments themselves, which differs where
+# a head split of a projection is not dense. cuDNN's forward meta kernel already follows its rule.
+ATTENTION_MIRRORS = {
+    "aten._scaled_dot_product_flash_attention.default": {0: 0},
+    "aten._scaled_dot_product_flash_attention_backward.default": {0: 1, 1: 2, 2: 3},
+    "aten._scaled_dot_product_cudnn_attention_backward.default": {0: 1, 1: 2, 2: 3},
+}
+
+
 def with_device_layout(op: str, args, result, device: str):
     """`result` (a meta tensor, or a tuple whose first item is one) laid out as `op` lays it out on
     `device`; `result` itself for ops whose meta kernels already say what eager does."""
+    if op in ATTENTION_MIRRORS:
+        return _attention_layouts(op, args, result)
     if op != CONVOLUTION and op not in PROBED:
         return result
     if isinstance(result, tuple) and result and isinstance(result[0], torch.Tensor):
@@ -62,6 +77,31 @@ def with_device_layout(op: str, args, result, device: str):
     else:
         return result
     return layout if layout.stride() != result.stride() else result
+
+
+def _attention_layouts(op: str, args, result: tuple) -> tuple:
+    """The results of a fused attention op (meta tensors) laid out as the CUDA kernel lays them out."""
+    laid_out = list(result)
+    for k, arg in ATTENTION_MIRRORS[op].items():
+        like = args[arg]
+        if "flash" in op:
+            strides = torch.empty_like(like.transpose(1, 2)).transpose(1, 2).stride()
+        else:
+            strides = _dense_strides(like.shape, sorted(range(like.dim()), key=lambda d: -like.stride(d)))
+        if like.shape == result[k].shape and strides != result[k].stride():
+            meta = result[k]
+            laid_out[k] = torch.empty_strided(meta.shape, strides, dtype=meta.dtype, device=meta.device)
+    return tuple(laid_out)
+
+
+def _dense_strides(shape, order: list[int]) -> tuple[int, ...]:
+    """Strides of a dense tensor of `shape` whose dims run outermost to innermost in `order`."""
+    strides = [0] * len(shape)
+    step = 1
+    for d in reversed(order):
+        strides[d] = step
+        step *= max(int(shape[d]), 1)
+    return tuple(strides)
 
 
 def _probe_convolution(args, device: str) -> torch.Tensor:
@@ -124,12 +164,9 @@ def _smallest_input(size, kernel, stride, padding, dilation, transposed, output_
 def _like(meta: torch.Tensor, sizes: list[int], device: str) -> torch.Tensor:
     """A zero tensor on `device` of `sizes`, its dims in the memory order of `meta`'s strides."""
     order = sorted(range(meta.dim()), key=lambda k: (-meta.stride(k), k))
-    strides = [0] * meta.dim()
-    step = 1
-    for k in reversed(order):
-        strides[k] = step
-        step *= max(sizes[k], 1)
-    return torch.zeros(step, dtype=meta.dtype, device=device).as_strided(sizes, strides)
+    strides = _dense_strides(sizes, order)
+    storage = math.prod(max(n, 1) for n in sizes)
+    return torch.zeros(storage, dtype=meta.dtype, device=device).as_strided(sizes, strides)
 
 
 class CpuGroupNorm(TorchFunctionMode):

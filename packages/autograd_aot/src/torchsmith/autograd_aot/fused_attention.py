@@ -10,10 +10,12 @@ tracer records the call whole, as one `aten.scaled_dot_product_attention.default
 keeps it as its attention prim, and the inductor calls torch's kernel (flash or memory-efficient,
 as eager picks). For a CUDA program that records gradients the tracer calls:
 
-- with `TORCHSMITH_FUSED_ATTENTION=1`, `aten._scaled_dot_product_efficient_attention` wherever
-  torch says that kernel runs these inputs on the real device; autograd then records its fused
-  backward, and prims keeps both whole (library calls). The flash kernel would be faster still, but
-  it returns Python ints (sequence lengths), which a traced graph cannot hold.
+- `aten._scaled_dot_product_flash_attention` wherever torch says the flash kernel runs these inputs
+  on the real device (half precision, no mask, no dropout), as eager's attention does; autograd
+  then records its fused backward, and prims keeps both whole (library calls). Its sequence-length
+  results are sizes the graph holds as constants.
+- with `TORCHSMITH_FUSED_ATTENTION=1`, `aten._scaled_dot_product_efficient_attention` where flash
+  does not run and the memory-efficient kernel does (float32).
 - otherwise, for half-precision inputs, the math path as torch computes it on CUDA: both products
   and the softmax's output in the input's dtype (the softmax itself computes in float32), scale
   split over the two factors, a boolean or causal mask as -inf scores, `_safe_softmax` (a row
@@ -38,8 +40,8 @@ _WHOLE = torch.ops.aten.scaled_dot_product_attention.default
 class FusedAttention(TorchFunctionMode):
     """While the tracer runs: every call of `F.scaled_dot_product_attention`, also one made inside
     another torch function (capture keeps `F.multi_head_attention_forward` whole), is recorded whole
-    where no gradient flows through it; in a CUDA program that records gradients it takes the
-    memory-efficient kernel where it runs and that is turned on, else CUDA's math path for
+    where no gradient flows through it; in a CUDA program that records gradients it takes a fused
+    kernel where one runs (flash; memory-efficient where turned on), else CUDA's math path for
     half-precision inputs (see the module docstring). `recorder` is the tracer's `_Recorder`."""
 
     def __init__(self, recorder, training: bool):
@@ -106,8 +108,8 @@ def _attention_in_functional(mode: FusedAttention):
 
 
 def enabled() -> bool:
-    """The fused kernel is off unless `TORCHSMITH_FUSED_ATTENTION=1`: a transformer layer's training
-    step is not faster with it than with the unfused path."""
+    """The memory-efficient kernel is off unless `TORCHSMITH_FUSED_ATTENTION=1`: its backward makes a
+    transformer layer's training step no faster than the unfused path."""
     return os.environ.get("TORCHSMITH_FUSED_ATTENTION") == "1"
 
 
@@ -119,7 +121,18 @@ def fused_attention(recorder, training: bool) -> FusedAttention:
 def _cuda_attention(call: dict, device: str):
     """The attention as CUDA would compute it, or None where torch's own path stays."""
     q, k, v = call["query"], call["key"], call["value"]
-    if enabled() and _kernel_runs(call, device):
+    kernel = _eager_kernel(call, device)
+    if kernel == "flash":
+        outputs = torch.ops.aten._scaled_dot_product_flash_attention.default(
+            q, k, v, 0.0, call["is_causal"], False, scale=call["scale"]
+        )
+        return outputs[0]
+    if kernel == "cudnn":
+        outputs = torch.ops.aten._scaled_dot_product_cudnn_attention.default(
+            q, k, v, None, True, 0.0, call["is_causal"], False, scale=call["scale"]
+        )
+        return outputs[0]
+    if kernel == "efficient" and enabled():
         outputs = torch.ops.aten._scaled_dot_product_efficient_attention.default(
             q, k, v, None, True, 0.0, call["is_causal"], scale=call["scale"]
         )
@@ -144,26 +157,29 @@ def _math_attention(q, k, v, mask, is_causal: bool, scale):
     return torch.matmul(torch.ops.aten._safe_softmax.default(scores, -1), v)
 
 
-def _kernel_runs(call: dict, device: str) -> bool:
-    """Whether eager may pick a fused kernel here and the memory-efficient one runs these inputs.
-    Masks, dropout and grouped heads keep the math path (each changes the kernel's contract)."""
+def _eager_kernel(call: dict, device: str) -> str:
+    """The kernel eager's attention takes for these inputs on the real device: "flash", "cudnn",
+    "efficient" or "math". Masks, dropout and grouped heads keep the math path here (each changes
+    the fused kernels' contracts)."""
     q, k, v = call["query"], call["key"], call["value"]
     if call["attn_mask"] is not None or call["dropout_p"] != 0.0 or call["enable_gqa"]:
-        return False
-    if not torch.backends.cuda.mem_efficient_sdp_enabled():
-        return False  # the program (or the user) asked for other kernels
+        return "math"
     if any(t.dim() != 4 or t.stride(-1) != 1 for t in (q, k, v)):
-        return False
+        return "math"
     # Ask torch about tensors of the same sizes on the real device (allocated, never written),
     # made outside the tracer's dispatch mode: inside it a factory call gives a meta tensor (and a
-    # graph node), which no fused kernel takes.
+    # graph node), which no fused kernel takes. Whether gradients flow changes some kernels' rules.
     try:
+        from torch.nn.attention import SDPBackend
         from torch.utils._python_dispatch import _disable_current_modes
 
         with _disable_current_modes():
             real = [torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=device) for t in (q, k, v)]
-            params = torch.backends.cuda.SDPAParams(*real, None, 0.0, call["is_causal"], False)
-            return torch.backends.cuda.can_use_efficient_attention(params, False)
+            real = [r.requires_grad_(t.requires_grad) for r, t in zip(real, (q, k, v))]
+            choice = torch._fused_sdp_choice(*real, None, 0.0, call["is_causal"], scale=call["scale"])
     except Exception as error:  # noqa: BLE001 - a torch without this query: keep the math path
-        log.info("attention keeps the math path: cannot ask torch about the fused kernel (%s)", error)
-        return False
+        log.info("attention keeps the math path: cannot ask torch which kernel runs (%s)", error)
+        return "math"
+    kernels = {SDPBackend.FLASH_ATTENTION: "flash", SDPBackend.CUDNN_ATTENTION: "cudnn",
+               SDPBackend.EFFICIENT_ATTENTION: "efficient"}
+    return next((name for backend, name in kernels.items() if choice == backend.value), "math")

@@ -70,7 +70,9 @@ def can_recompute(op: str) -> bool:
 _LIBRARY_ATEN = frozenset({
     "aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten.convolution", "aten.convolution_backward",
     "aten._scaled_dot_product_flash_attention_for_cpu", "aten._scaled_dot_product_efficient_attention",
-    "aten._scaled_dot_product_flash_attention",
+    "aten._scaled_dot_product_flash_attention", "aten._scaled_dot_product_efficient_attention_backward",
+    "aten._scaled_dot_product_flash_attention_backward", "aten._scaled_dot_product_cudnn_attention",
+    "aten._scaled_dot_product_cudnn_attention_backward",
 })
 # prims that rename memory rather than compute (a library call reads through them).
 _VIEW_PRIMS = frozenset({"prims.reshape", "prims.collapse", "prims.split_dim"})
@@ -209,9 +211,13 @@ def _min_cut(candidates: dict[str, Value], producer: dict, free_names: set[str],
         return []
     edges = []
     for name, value in candidates.items():
-        weight = 0 if name in free_names else nbytes(value)
-        edges.append((f"{name}.in", f"{name}.out", weight))
         node = producer.get(name)
+        weight = 0 if name in free_names else nbytes(value)
+        if weight and node is not None and _renames_memory(node.op):
+            # At equal bytes, save the tensor a view renames: the backward takes the view again for
+            # free, where a saved view the forward must write out (in its own layout) as a copy.
+            weight += 1
+        edges.append((f"{name}.in", f"{name}.out", weight))
         if node is None or not can_recompute(node.op):
             edges.append(("source", f"{name}.in", None))  # infinite
         else:

@@ -225,6 +225,9 @@ class _Recorder(TorchDispatchMode):
         hint = name_hint(op)
         outputs = []
         for r in results:
+            if type(r) is int:  # a size a fused kernel returns (flash attention's sequence lengths)
+                outputs.append(Value(self.names.fresh(hint), SymIntType(r)))
+                continue
             if r is not None and not isinstance(r, torch.Tensor):
                 raise TraceError(
                     f"{op} returned a Python {type(r).__name__}{self._where()}: data-dependent values "

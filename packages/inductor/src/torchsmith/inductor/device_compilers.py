@@ -252,6 +252,8 @@ def to_prims_keep(graph: Graph) -> Graph:
     key = compile_cache.key_of("prims-graph", compile_cache.graph_text(graph))
     text = compile_cache.lookup(key)
     if text is not None:
+        import torchsmith.prims  # noqa: F401 - registers the prims ops the graph read back holds
+
         return loads(text).replace(stamps=graph.stamps)
     from torchsmith.prims import prims_pipeline
 

@@ -82,7 +82,7 @@ def lower_fallback(ctx: LoweringContext, node: Node) -> list[ViewRef]:
         raise LoweringError(f"{ctx.origin}: {node.op} is not a registered op: {e}") from None
     for value in node.outputs:
         # An output typed none is a result the op was asked not to compute (convolution_backward's mask).
-        if not isinstance(value.type, TensorType) and value.type != ScalarType("none"):
+        if not isinstance(value.type, (TensorType, SymIntType)) and value.type != ScalarType("none"):
             kind = "a size" if isinstance(value.type, SymIntType) else f"a {value.type}"
             raise LoweringError(
                 f"{ctx.origin}: {node.op} has no loop lowering and its output %{value.name} is {kind}, "

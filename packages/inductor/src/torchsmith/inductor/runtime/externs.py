@@ -59,6 +59,27 @@ def _efficient_attention_backward(*args, **kwargs):
     return lookup_op(_EFFICIENT_ATTENTION_BACKWARD).eager(*args, **kwargs)
 
 
+def _rng_on_device(op: str, shapes: tuple, dtype: torch.dtype):
+    """A fused attention kernel kept in CUDA training graphs (autograd_aot.fused_attention: flash,
+    cuDNN). The graph types its RNG outputs (seed, offset; shapes `shapes`) as tensors on the GPU;
+    a torch that makes them on the CPU when there is no dropout (the backward then reads neither)
+    gets empty GPU stand-ins."""
+
+    def run(*args, **kwargs):
+        results = lookup_op(op).eager(*args, **kwargs)
+        device = results[0].device
+        if results[6].device == device and results[7].device == device:
+            return results
+        stand_ins = tuple(torch.empty(shape, dtype=dtype, device=device) for shape in shapes)
+        return (*results[:6], *stand_ins, *results[8:])
+
+    return run
+
+
+_FLASH_ATTENTION = "aten._scaled_dot_product_flash_attention.default"
+_CUDNN_ATTENTION = "aten._scaled_dot_product_cudnn_attention.default"
+
+
 def _dropout(args, kwargs, position: int) -> float:
     return args[position] if len(args) > position else kwargs.get("dropout_p", 0.0)
 
@@ -77,6 +98,8 @@ EXTERN_KERNELS = {
     "extern.tensor": _tensor,
     _EFFICIENT_ATTENTION: _efficient_attention,
     _EFFICIENT_ATTENTION_BACKWARD: _efficient_attention_backward,
+    _FLASH_ATTENTION: _rng_on_device(_FLASH_ATTENTION, ((2,), ()), torch.uint64),
+    _CUDNN_ATTENTION: _rng_on_device(_CUDNN_ATTENTION, ((), ()), torch.int64),
 }
 
 # The kernel of a call that reads output `k` (its only param) of the multi-output call whose first

@@ -9,6 +9,8 @@ keep_whole(
     "aten._scaled_dot_product_flash_attention_backward.default",
     "aten._scaled_dot_product_efficient_attention.default",
     "aten._scaled_dot_product_efficient_attention_backward.default",
+    "aten._scaled_dot_product_cudnn_attention.default",
+    "aten._scaled_dot_product_cudnn_attention_backward.default",
 )
 keep_whole("a library kernel (grouped GEMM for mixture-of-experts)", "aten._grouped_mm.default")
 keep_whole("a library kernel (sorting network / selection)", "aten.sort.default", "aten.topk.default")
