@@ -285,6 +285,26 @@ def test_static_graph_runs_as_one_generated_function_after_its_first_static_call
         knobs.runtime.launch_enter_hook = previous
 
 
+def test_run_to_run_differences_of_atomic_sums_keep_the_straight_line_form():
+    """Kernels that add atomically (split reductions, attention backwards) sum in another order
+    each run: the check of the straight-line form allows that, and nothing more."""
+    from torchsmith.inductor.runtime.triton_graph import _same_tensor
+
+    torch.manual_seed(0)
+    x = torch.randn(64, 32) * 100
+    x[0, 0], x[1, 1], x[2, 2] = float("nan"), float("inf"), -float("inf")
+    noisy = x * (1 + 1e-6 * torch.randn_like(x))
+    assert _same_tensor(noisy, x)
+    assert _same_tensor(x.bfloat16() + 0.5, x.bfloat16())  # under 2e-2 of the largest (about 400)
+    assert not _same_tensor(x * 1.01, x)
+    assert not _same_tensor(torch.roll(x, 1, 0), x)  # a wrong buffer or offset
+    swapped = x.clone()
+    swapped[1, 1] = -float("inf")
+    assert not _same_tensor(swapped, x)
+    assert not _same_tensor(x.t().contiguous().t(), x)  # same values, other layout
+    assert not _same_tensor(torch.arange(6) + 1, torch.arange(6))
+
+
 def test_a_straight_line_form_that_computes_other_values_is_not_used(monkeypatch, caplog):
     graph = gelu_graph(64)
     compiled = compile_graph_triton(graph)
