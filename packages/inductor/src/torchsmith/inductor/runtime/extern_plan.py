@@ -136,7 +136,8 @@ def _flat_params(params, builtin: bool = False) -> list[tuple[bool, object]] | N
     parameter is one or the other and no constant is a list the op could change (those get a fresh
     copy per call from `argument_builder`); None otherwise. For a `builtin` op (a C++ binding:
     `torch.convolution`), which parses a list of numbers into its own array and never keeps or
-    changes the list, such a list is passed as a tuple made once."""
+    changes the list, or a function of ours that only passes it on to such ops (`convolution_relu`),
+    such a list is passed as a tuple made once."""
     flat = []
     for param in params:
         if isinstance(param, TensorArg):
@@ -230,17 +231,27 @@ def matmul_plan(call: ExternCall, slot_of: dict[str, int], layouts: dict, drop: 
     return MatmulStep(fn, args, out, shape, strides, dtype, in_matmul_layout, tuple(drop))
 
 
+def fresh_library_call(call: ExternCall):
+    """`(function, flat parameters)` of a call to a function of `FRESH_RESULT_FUNCTIONS` with tensor
+    arguments and constants only (`_flat_params`: `(True, k)` for argument k, `(False, value)`);
+    None for any other call."""
+    fn = kernel_function(call.kernel)
+    if not plannable(call) or _fresh_result_function(call.kernel) is not fn or call.kwargs:
+        return None
+    lists_untouched = isinstance(fn, types.BuiltinFunctionType) or fn is convolution_relu
+    flat = _flat_params(call.params, lists_untouched)
+    return None if flat is None else (fn, flat)
+
+
 def library_plan(call: ExternCall, slot_of: dict[str, int], layouts: dict, drop: list[int],
                  inputs: frozenset = frozenset()) -> LibraryStep | None:
     """The planned step of `call` for a straight-line graph (`straight_line.LibraryStep`) where it
     calls a function of `FRESH_RESULT_FUNCTIONS` with tensor arguments and constants only; None for
     any other call."""
-    fn = kernel_function(call.kernel)
-    if not plannable(call) or _fresh_result_function(call.kernel) is not fn or call.kwargs:
+    planned = fresh_library_call(call)
+    if planned is None:
         return None
-    flat = _flat_params(call.params, isinstance(fn, types.BuiltinFunctionType))
-    if flat is None:
-        return None
+    fn, flat = planned
     reads = []
     for v in call.args:
         slot = slot_of[v.buffer]

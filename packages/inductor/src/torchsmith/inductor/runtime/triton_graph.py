@@ -217,7 +217,8 @@ class TritonCompiledGraph:
         matmuls = matmul_functions(self._steps, self._matmul)
         plain = {name: fn for name, fn in matmuls.items() if name not in self._in_place}
         return straight_gpu(self.program, self._steps, steps, outputs, self.device, plain,
-                            signatures=self._signatures, device_index=self._device_index)
+                            signatures=self._signatures, device_index=self._device_index,
+                            in_place=frozenset(self._in_place))
 
     def _checked_straight_line(self, inputs, expected: list):
         """The generated function, once it reproduced `expected` (this call's outputs through the

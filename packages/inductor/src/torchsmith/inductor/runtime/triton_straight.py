@@ -26,6 +26,8 @@ sizes, configs and binaries fixed, `straight_gpu` writes the steps out once, ove
             l0(4096, 1, 1, stream, f0, c0, c1, None, None, m0, None, None, None, p5, p0, a0)
         r = mm(x5, g1(x1))                       # g1: a weight's view, made once per storage
         x6 = T[n6] = r if r.stride() == t1 else relayout(r, s1, t1, d1)
+        r = f2(x6, g3(x2), None, c4, c5)         # a convolution: tensors and constants
+        x7 = T[n7] = r if r.stride() == t2 else check7(r)
         e0(T)                                    # any other step, as its closure
         return [o0(T), ...]
 
@@ -38,8 +40,14 @@ from triton import knobs
 from triton.runtime import driver
 
 from torchsmith.inductor.loop_ir.program import ExternCall
-from torchsmith.inductor.runtime.extern_plan import MATMULS, in_matmul_layout, parameter_view, static_ints
-from torchsmith.inductor.runtime.externs import EXTERN_KERNELS
+from torchsmith.inductor.runtime.extern_plan import (
+    MATMULS,
+    fresh_library_call,
+    in_matmul_layout,
+    parameter_view,
+    static_ints,
+)
+from torchsmith.inductor.runtime.externs import EXTERN_KERNELS, in_layout
 from torchsmith.inductor.runtime.triton_direct import ALIGNMENT, _hooked
 from torchsmith.ir.symbolic import evaluate
 
@@ -82,10 +90,11 @@ class _Writer:
 
 
 def straight_gpu(program, steps: list, closures: list, output_readers: list, device: torch.device,
-                 plain_matmuls: dict, *, signatures=(), device_index: int = -1):
+                 plain_matmuls: dict, *, signatures=(), device_index: int = -1, in_place=()):
     """The function `run(inputs) -> outputs | None` doing `steps` (the graph's `(kind, what, extra)`
-    list) in order: kernel launches and the library matmuls in `plain_matmuls` (call name ->
-    function) written out, every other step by its closure in `closures` (same order, `step(T)`).
+    list) in order: kernel launches, the library matmuls in `plain_matmuls` (call name -> function)
+    and the library calls with fresh results (convolutions; not those in `in_place`) written out,
+    every other step by its closure in `closures` (same order, `step(T)`).
     It returns None, having run nothing, when the inputs are not as compiled (a different count,
     or a tensor unlike its `signatures` entry `(position, dtype, shape, strides)` or not on
     `device_index`, -1 the CPU) or a profiler hooked Triton's launches."""
@@ -140,7 +149,7 @@ def straight_gpu(program, steps: list, closures: list, output_readers: list, dev
     exact = {
         b.name: b.layout
         for b in (*program.inputs, *program.buffers)
-        if not isinstance(b, ExternCall) or b.name in plain_matmuls
+        if not isinstance(b, ExternCall) or b.name in plain_matmuls or _written_out_library(b, in_place)
     }
     inputs = {b.name for b in program.inputs}
     for (kind, what, extra), closure in zip(steps, closures, strict=True):
@@ -148,6 +157,8 @@ def straight_gpu(program, steps: list, closures: list, output_readers: list, dev
             _kernel(w, what, extra, local, define, key, pointer, aligned)
         elif kind == "extern" and what.name in plain_matmuls:
             _matmul(w, what, plain_matmuls[what.name], local, define, key, inputs, exact)
+        elif kind == "extern" and _written_out_library(what, in_place):
+            _library(w, what, *fresh_library_call(what), local, define, key, inputs, exact)
         else:
             w.add(f"{w.constant('e', closure)}(T)")
             # what the closure wrote is read from T again where a later step needs it
@@ -202,7 +213,9 @@ def _kernel(w: _Writer, launcher, allocate, local, define, key, pointer: set, al
         w.add(call)
 
 
-def _matmul(w: _Writer, call, fn, local, define, key, inputs: set, exact: dict) -> None:
+def _argument_views(w: _Writer, call, local, inputs: set, exact: dict) -> list[str]:
+    """The expressions of `call`'s tensor arguments: a buffer itself, a parameter's kept view, or a
+    strided view."""
     args = []
     for view in call.args:
         base = local(view.buffer)
@@ -217,12 +230,35 @@ def _matmul(w: _Writer, call, fn, local, define, key, inputs: set, exact: dict) 
         else:
             s, t = w.constant("s", shape), w.constant("t", strides)
             args.append(f"{base}.as_strided({s}, {t}, {base}.storage_offset() + {offset})")
+    return args
+
+
+def _matmul(w: _Writer, call, fn, local, define, key, inputs: set, exact: dict) -> None:
+    args = _argument_views(w, call, local, inputs, exact)
     layout = call.layout
     s, t = w.constant("s", static_ints(layout.shape)), w.constant("t", static_ints(layout.strides))
     d = w.constant("d", layout.dtype)
     x = define(call.name)
     w.add(f"r = {w.constant('f', fn)}({', '.join(args)})")
     w.add(f"{x} = T[{key[call.name]}] = r if r.stride() == {t} else relayout(r, {s}, {t}, {d})")
+
+
+def _written_out_library(call: ExternCall, in_place) -> bool:
+    """Whether the straight-line form calls `call` itself (`_library`), its result then exactly in
+    the call's layout: a library call with a fresh result and tensor or constant arguments."""
+    return call.name not in in_place and fresh_library_call(call) is not None
+
+
+def _library(w: _Writer, call, fn, flat, local, define, key, inputs: set, exact: dict) -> None:
+    """A library call with a fresh result (a convolution): its result stands as the buffer where
+    the library laid it out as planned, else `in_layout` copies it (or says what is wrong)."""
+    tensors = _argument_views(w, call, local, inputs, exact)
+    args = [tensors[v] if is_tensor else w.constant("c", v) for is_tensor, v in flat]
+    t = w.constant("t", static_ints(call.layout.strides))
+    check = w.constant("check", lambda result, call=call: in_layout(call, result, {}, []))
+    x = define(call.name)
+    w.add(f"r = {w.constant('f', fn)}({', '.join(args)})")
+    w.add(f"{x} = T[{key[call.name]}] = r if r.stride() == {t} else {check}(r)")
 
 
 def plain_matmul(call) -> object | None:
