@@ -44,9 +44,9 @@ _CHANNELS_LAST = {4: torch.channels_last, 5: torch.channels_last_3d}
 # argument's strides). The meta kernels allocate like the arguments themselves, which differs where
 # a head split of a projection is not dense. cuDNN's forward meta kernel already follows its rule.
 ATTENTION_MIRRORS = {
-    "aten._scaled_dot_product_flash_attention.default": {0: 0},
-    "aten._scaled_dot_product_flash_attention_backward.default": {0: 1, 1: 2, 2: 3},
-    "aten._scaled_dot_product_cudnn_attention_backward.default": {0: 1, 1: 2, 2: 3},
+    "aten._scaled_dot_product_flash_attention.default": ("view", {0: 0}),
+    "aten._scaled_dot_product_flash_attention_backward.default": ("view", {0: 1, 1: 2, 2: 3}),
+    "aten._scaled_dot_product_cudnn_attention_backward.default": ("dim order", {0: 1, 1: 2, 2: 3}),
 }
 
 
@@ -82,9 +82,10 @@ def with_device_layout(op: str, args, result, device: str):
 def _attention_layouts(op: str, args, result: tuple) -> tuple:
     """The results of a fused attention op (meta tensors) laid out as the CUDA kernel lays them out."""
     laid_out = list(result)
-    for k, arg in ATTENTION_MIRRORS[op].items():
+    rule, mirrors = ATTENTION_MIRRORS[op]
+    for k, arg in mirrors.items():
         like = args[arg]
-        if "flash" in op:
+        if rule == "view":
             strides = torch.empty_like(like.transpose(1, 2)).transpose(1, 2).stride()
         else:
             strides = _dense_strides(like.shape, sorted(range(like.dim()), key=lambda d: -like.stride(d)))

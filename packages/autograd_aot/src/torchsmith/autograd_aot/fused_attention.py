@@ -8,14 +8,15 @@ would run its attention as float32 GEMMs, where eager computes in bfloat16 with 
 Where no gradient flows through the call (inference, or frozen inputs) and there is no dropout, the
 tracer records the call whole, as one `aten.scaled_dot_product_attention.default` node: prims
 keeps it as its attention prim, and the inductor calls torch's kernel (flash or memory-efficient,
-as eager picks). For a CUDA program that records gradients the tracer calls:
+as eager picks). For a CUDA program that records gradients the tracer asks torch which kernel
+eager's attention takes for these inputs on the real device (no mask, no dropout) and calls:
 
-- `aten._scaled_dot_product_flash_attention` wherever torch says the flash kernel runs these inputs
-  on the real device (half precision, no mask, no dropout), as eager's attention does; autograd
-  then records its fused backward, and prims keeps both whole (library calls). Its sequence-length
-  results are sizes the graph holds as constants.
-- with `TORCHSMITH_FUSED_ATTENTION=1`, `aten._scaled_dot_product_efficient_attention` where flash
-  does not run and the memory-efficient kernel does (float32).
+- `aten._scaled_dot_product_flash_attention` or `aten._scaled_dot_product_cudnn_attention` where
+  eager takes flash or cuDNN (half precision); autograd then records the kernel's fused backward,
+  and prims keeps both whole (library calls). Their sequence-length results are sizes the graph
+  holds as constants.
+- with `TORCHSMITH_FUSED_ATTENTION=1`, `aten._scaled_dot_product_efficient_attention` where eager
+  takes the memory-efficient kernel (float32).
 - otherwise, for half-precision inputs, the math path as torch computes it on CUDA: both products
   and the softmax's output in the input's dtype (the softmax itself computes in float32), scale
   split over the two factors, a boolean or causal mask as -inf scores, `_safe_softmax` (a row
@@ -41,7 +42,7 @@ class FusedAttention(TorchFunctionMode):
     """While the tracer runs: every call of `F.scaled_dot_product_attention`, also one made inside
     another torch function (capture keeps `F.multi_head_attention_forward` whole), is recorded whole
     where no gradient flows through it; in a CUDA program that records gradients it takes a fused
-    kernel where one runs (flash; memory-efficient where turned on), else CUDA's math path for
+    kernel where eager takes one (flash, cuDNN; memory-efficient where turned on), else CUDA's math path for
     half-precision inputs (see the module docstring). `recorder` is the tracer's `_Recorder`."""
 
     def __init__(self, recorder, training: bool):
