@@ -313,7 +313,7 @@ def test_a_straight_line_form_that_computes_other_values_is_not_used(monkeypatch
     compiled = compile_graph_triton(graph)
     x = randn(64)
     wrong = lambda inputs: [torch.zeros(64, device=DEVICE)]  # noqa: E731
-    monkeypatch.setattr(type(compiled), "_straight_line", lambda self: wrong)
+    monkeypatch.setattr(type(compiled), "_straight_line", lambda self, inputs=(): wrong)
     with caplog.at_level(logging.WARNING, logger="torchsmith.inductor.triton_runtime"):
         for _ in range(3):
             assert_matches_eager(compiled, graph, x, rtol=1e-4, atol=1e-4)

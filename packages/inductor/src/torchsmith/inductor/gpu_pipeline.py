@@ -50,6 +50,11 @@ code_log = logging.getLogger("torchsmith.inductor.output_code")
 
 register_loop_ir_kind()
 
+# A producer computed from graph inputs alone and read broadcast (BatchNorm's 1 / sqrt(var + eps),
+# one value per channel) is recomputed per element up to this cost (index_math.count_ops): its own
+# kernel would cost a launch, and the memory-bound kernel reading it has arithmetic to spare.
+BROADCAST_INPUT_OPS = 8
+
 
 @dataclass(frozen=True, slots=True)
 class GpuState:
@@ -113,6 +118,10 @@ def _choose_layouts(state: GpuState) -> GpuState:
     return replace(state, layout=plan_channels_last(state.graph))
 
 
+def _inline(program: LoopProgram) -> LoopProgram:
+    return inline_pointwise(program, broadcast_input_ops=BROADCAST_INPUT_OPS)[0]
+
+
 def _lower(state: GpuState) -> GpuState:
     return replace(state, program=elide_identity_copies(lower(state.graph, layout=state.layout)))
 
@@ -157,7 +166,7 @@ GPU_PIPELINE = Pipeline(
         Step("fold convolutions", _fold_convolutions, "eval BatchNorm in conv weights where a ReLU follows"),
         Step("choose layouts", _choose_layouts, "channels-last plan around 2-D convolutions"),
         Step("lower", _lower, "loop IR, one buffer per node"),
-        Step("inline", _on_program(lambda p: inline_pointwise(p)[0]), "loop IR with cheap producers inlined"),
+        Step("inline", _on_program(_inline), "loop IR with cheap producers inlined"),
         Step("widening casts", _on_program(inline_widening_casts), "loop IR reading widened values in place"),
         Step("row blocks", _on_program(cut_row_blocks), "column reductions beside row ones in row blocks"),
         Step("split reductions", _on_program(split_reductions), "long narrow reductions in two stages"),

@@ -15,7 +15,10 @@ It refuses (and records why) when that would cost more than it saves:
   a consumer after a matmul, say) would carry the producer into another kernel, and a chain of such
   producers (a residual stream) would be recomputed from its start in every layer;
 - a consumer that reads it broadcast (a smaller producer, e.g. a row statistic read per element)
-  would recompute it per element; it stays a buffer (the scheduler puts it in the consumer's kernel);
+  would recompute it per element; it stays a buffer (the scheduler puts it in the consumer's kernel).
+  A caller may allow a cheap producer computed from graph inputs alone (BatchNorm's
+  `1 / sqrt(running_var + eps)` read per channel) to be recomputed per element: on a GPU its own
+  kernel costs a launch, while the memory-bound consumer has arithmetic to spare;
 - a load whose index does not split into per-dim affine indices (reshapes across dims) stays a load;
 - a producer that gathers (`Indirect`) stays a buffer: its index check runs once per element.
 """
@@ -179,15 +182,21 @@ def _one_shared_site(producer: ComputedBuffer, consumers, position: dict[str, in
 
 
 def _refusal(
-    producer: ComputedBuffer, consumers, reads_elsewhere: list[str], shared_site: bool = False
+    producer: ComputedBuffer,
+    consumers,
+    reads_elsewhere: list[str],
+    shared_site: bool = False,
+    broadcast_ops: int = 0,
 ) -> str | None:
     """Why `producer` must stay a buffer, or None when it can be inlined into all `consumers`
-    (`shared_site`: they read it as siblings of one loop, `_one_shared_site`)."""
+    (`shared_site`: they read it as siblings of one loop, `_one_shared_site`; `broadcast_ops`: the
+    cost up to which the producer may be recomputed per element where a consumer reads it broadcast)."""
     if reads_elsewhere:
         return f"read by {', '.join(reads_elsewhere)}, which need it in memory"
     gathers = _has_indirect(producer.body.value)
     layout = producer.layout
     ops = count_ops(producer.body.value)
+    cheap_everywhere = ops <= broadcast_ops
     sites = 0
     for consumer in consumers:
         ranges = variable_ranges(consumer)
@@ -210,7 +219,7 @@ def _refusal(
             # A gather of one row per index (an embedding lookup) is a load at a computed row:
             # read per element it costs what reading it back from a buffer would.
             lookup = gathers and ops <= 1
-            if broadcast and ops and not index_only and not lookup:
+            if broadcast and ops and not index_only and not lookup and not cheap_everywhere:
                 along = ", ".join(sorted(map(str, broadcast)))
                 return (
                     f"{consumer.name} reads it broadcast along {along}: inlined, its ops (cost {ops}) would "
@@ -245,9 +254,14 @@ def _reads(buffer) -> set[str]:
     return {load.buffer for load in loads(buffer.body.value)}
 
 
-def inline_pointwise(program: LoopProgram) -> tuple[LoopProgram, list[FusionDecision]]:
+def inline_pointwise(
+    program: LoopProgram, broadcast_input_ops: int = 0
+) -> tuple[LoopProgram, list[FusionDecision]]:
     """`program` with cheap pointwise producers computed inside their consumers, and one decision
-    (taken or refused, with the reason) per producer and consumer."""
+    (taken or refused, with the reason) per producer and consumer. A producer that reads graph
+    inputs only and costs at most `broadcast_input_ops` is inlined into consumers that read it
+    broadcast too."""
+    input_names = {b.name for b in program.inputs}
     # name -> buffer as rewritten so far; no-op ops (iota's `* 1 + 0`) dropped first, so that they
     # count for nothing in inlining costs.
     current = {
@@ -274,11 +288,13 @@ def inline_pointwise(program: LoopProgram) -> tuple[LoopProgram, list[FusionDeci
         elsewhere += [f"extern call {u.name} ({u.kernel})" for u in users if isinstance(u, ExternCall)]
         if not consumers:
             continue
-        reason = _refusal(producer, consumers, elsewhere)
+        from_inputs = _reads(producer) <= input_names
+        broadcast_ops = broadcast_input_ops if from_inputs else 0
+        reason = _refusal(producer, consumers, elsewhere, broadcast_ops=broadcast_ops)
         # Refused for its load sites, it may still be inlined into siblings of one loop.
         shared = (reason is not None and not elsewhere
                   and _one_shared_site(producer, consumers, position, kept)
-                  and _refusal(producer, consumers, elsewhere, shared_site=True) is None)
+                  and _refusal(producer, consumers, elsewhere, True, broadcast_ops) is None)
         if shared:
             reason = None
         taken = reason is None

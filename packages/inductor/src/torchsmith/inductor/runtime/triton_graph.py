@@ -16,6 +16,7 @@ from torchsmith.inductor.errors import LoweringError, RuntimeCallError
 from torchsmith.inductor.loop_ir.in_place import in_place_updates
 from torchsmith.inductor.loop_ir.program import ComputedBuffer, ExternCall, LoopProgram, loads
 from torchsmith.inductor.runtime.externs import run_extern, tensor_of
+from torchsmith.inductor.runtime.input_derived import input_state, unchanged_inputs
 from torchsmith.inductor.runtime.triton_steps import matmul_functions, static_steps
 from torchsmith.ir.symbolic import evaluate
 from torchsmith.ir.types import TensorType
@@ -115,6 +116,9 @@ class TritonCompiledGraph:
         # A static graph's steps as one generated function (triton_straight), made after the
         # first call through the closures (when each kernel's binary is bound); None before.
         self._straight = None
+        # The first call's inputs (`input_derived.input_state`): those the call writing the
+        # straight-line form finds unchanged are taken as unchanging (parameters, buffers).
+        self._first_inputs = None
         self._in_place: dict = {}
         # The device index inputs must be on (-1: the CPU); a graph traced on `cuda` means the
         # device current at compile time.
@@ -209,23 +213,26 @@ class TritonCompiledGraph:
             work.append((what, args, symbols, numels))
         compile_in_parallel(work, self.device)
 
-    def _straight_line(self):
-        """The static steps as one generated function (`triton_straight.straight_gpu`)."""
+    def _straight_line(self, inputs=()):
+        """The static steps as one generated function (`triton_straight.straight_gpu`); the steps
+        computed from `inputs` unchanged since the first call keep their results between calls."""
         from torchsmith.inductor.runtime.triton_straight import straight_gpu
 
         _, steps, outputs = self._static
         matmuls = matmul_functions(self._steps, self._matmul)
         plain = {name: fn for name, fn in matmuls.items() if name not in self._in_place}
+        first = self._first_inputs
+        unchanging = unchanged_inputs(first, inputs) if first is not None and inputs else set()
         return straight_gpu(self.program, self._steps, steps, outputs, self.device, plain,
                             signatures=self._signatures, device_index=self._device_index,
-                            in_place=frozenset(self._in_place))
+                            in_place=frozenset(self._in_place), unchanging=frozenset(unchanging))
 
     def _checked_straight_line(self, inputs, expected: list):
         """The generated function, once it reproduced `expected` (this call's outputs through the
         closures) on the same inputs; False (the closures stay) where it did not. A graph that
         updates an input in place would apply the update twice, so it is not rerun."""
         try:
-            straight = self._straight_line()
+            straight = self._straight_line(inputs)
             if self._in_place:
                 return straight
             again = straight(inputs)
@@ -258,6 +265,8 @@ class TritonCompiledGraph:
         symbols = [bindings[s] for s in self.program.symbols]
         if not self._compiled_ahead:
             self._compile_ahead(inputs, bindings, symbols)
+            if self._static is not None:
+                self._first_inputs = input_state(inputs)
         tensors = {b.name: inputs[b.position] for b in self.program.inputs}
         for kind, what, allocate in self._steps:
             if kind == "epilogue":

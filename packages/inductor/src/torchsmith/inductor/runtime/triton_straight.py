@@ -40,6 +40,7 @@ from triton import knobs
 from triton.runtime import driver
 
 from torchsmith.inductor.loop_ir.program import ExternCall
+from torchsmith.inductor.runtime import input_derived
 from torchsmith.inductor.runtime.extern_plan import (
     MATMULS,
     fresh_library_call,
@@ -48,6 +49,13 @@ from torchsmith.inductor.runtime.extern_plan import (
     static_ints,
 )
 from torchsmith.inductor.runtime.externs import EXTERN_KERNELS, in_layout
+from torchsmith.inductor.runtime.input_derived import (
+    InputDerivedCache,
+    kept_steps,
+    output_buffers,
+    read_after,
+    read_inputs,
+)
 from torchsmith.inductor.runtime.triton_direct import ALIGNMENT, _hooked
 from torchsmith.ir.symbolic import evaluate
 
@@ -79,6 +87,7 @@ class _Writer:
     def __init__(self):
         self.namespace: dict = {}
         self.lines: list[str] = []
+        self.depth = 0  # indentation added to every line (inside a block)
 
     def constant(self, prefix: str, value) -> str:
         key = f"{prefix}{len(self.namespace)}"
@@ -86,15 +95,18 @@ class _Writer:
         return key
 
     def add(self, line: str, indent: int = 1) -> None:
-        self.lines.append("    " * indent + line)
+        self.lines.append("    " * (indent + self.depth) + line)
 
 
 def straight_gpu(program, steps: list, closures: list, output_readers: list, device: torch.device,
-                 plain_matmuls: dict, *, signatures=(), device_index: int = -1, in_place=()):
+                 plain_matmuls: dict, *, signatures=(), device_index: int = -1, in_place=(),
+                 unchanging: frozenset = frozenset()):
     """The function `run(inputs) -> outputs | None` doing `steps` (the graph's `(kind, what, extra)`
     list) in order: kernel launches, the library matmuls in `plain_matmuls` (call name -> function)
     and the library calls with fresh results (convolutions; not those in `in_place`) written out,
-    every other step by its closure in `closures` (same order, `step(T)`).
+    every other step by its closure in `closures` (same order, `step(T)`). The kernel steps
+    computed from the inputs at `unchanging` positions alone run first, and only where the
+    values they kept last time are out of date (`input_derived`).
     It returns None, having run nothing, when the inputs are not as compiled (a different count,
     or a tensor unlike its `signatures` entry `(position, dtype, shape, strides)` or not on
     `device_index`, -1 the CPU) or a profiler hooked Triton's launches."""
@@ -152,7 +164,13 @@ def straight_gpu(program, steps: list, closures: list, output_readers: list, dev
         if not isinstance(b, ExternCall) or b.name in plain_matmuls or _written_out_library(b, in_place)
     }
     inputs = {b.name for b in program.inputs}
-    for (kind, what, extra), closure in zip(steps, closures, strict=True):
+    kept = kept_steps(program, steps, set(unchanging)) if unchanging and input_derived.enabled() else []
+    kept_set = set(kept)
+    if kept:
+        _kernel_block(w, program, steps, kept, local, define, key, pointer, aligned)
+    for k, ((kind, what, extra), closure) in enumerate(zip(steps, closures, strict=True)):
+        if k in kept_set:
+            continue
         if kind == "kernel":
             _kernel(w, what, extra, local, define, key, pointer, aligned)
         elif kind == "extern" and what.name in plain_matmuls:
@@ -173,6 +191,29 @@ def straight_gpu(program, steps: list, closures: list, output_readers: list, dev
     run = ns["run"]
     run.source = source
     return run
+
+
+def _kernel_block(w: _Writer, program, steps, kept, local, define, key, pointer, aligned):
+    """The `kept` kernel steps inside a check of the cache of their results: run where it has
+    none for these inputs, else their results read from it."""
+    cache = InputDerivedCache(read_inputs(program, steps, kept))
+    kept_names = read_after(steps, kept, output_buffers(program))
+    before = set(pointer)
+    w.add(f"c = {w.constant('lookup', cache.lookup)}(inputs)")
+    w.add("if c is None:")
+    w.depth += 1
+    for k in kept:
+        _, launcher, allocate = steps[k]
+        _kernel(w, launcher, allocate, local, define, key, pointer, aligned)
+    w.add(f"{w.constant('keep', cache.keep)}(inputs, ({''.join(local(n) + ', ' for n in kept_names)}))")
+    w.depth -= 1
+    w.add("else:")
+    for j, name in enumerate(kept_names):
+        w.add(f"{define(name)} = T[{key[name]}] = c[{j}]", 2)
+    if not kept_names:
+        w.add("pass", 2)
+    # data pointers read inside the block exist on one branch only
+    pointer.intersection_update(before)
 
 
 def _kernel(w: _Writer, launcher, allocate, local, define, key, pointer: set, aligned: set) -> None:
