@@ -120,3 +120,36 @@ def test_a_kept_value_that_is_a_graph_output_is_computed_every_call():
     first = compiled(_x(), w)[1]
     first.zero_()
     assert_matches_eager(compiled, graph, _x(), w, rtol=1e-5, atol=1e-5)
+
+
+def test_a_graph_told_to_stop_keeping_computes_every_call():
+    """What a CUDA graph recording does first: its replays must compute the values from the
+    parameters as they are at each replay."""
+    graph = _scaled_by_column_sums()
+    compiled = compile_graph_triton(graph)
+    w = torch.randn(16, 32, device=DEVICE)
+    for _ in range(3):
+        assert_matches_eager(compiled, graph, _x(), w, rtol=1e-5, atol=1e-5)
+    counts = _allocations(compiled)
+    compiled.stop_keeping_input_derived()
+    for _ in range(2):
+        assert_matches_eager(compiled, graph, _x(), w, rtol=1e-5, atol=1e-5)
+    assert len(counts) == 4  # the column sums and the output, each call
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+def test_cuda_graph_replays_see_weights_changed_in_place():
+    from torchsmith.inductor.runtime.cuda_graphs import cudagraphify
+
+    graph = _scaled_by_column_sums()
+    compiled = compile_graph_triton(graph)
+    w = torch.randn(16, 32, device=DEVICE)
+    x = _x()
+    for _ in range(3):  # the third call keeps the column sums
+        compiled(x, w)
+    runner = cudagraphify(compiled)
+    for _ in range(3):
+        assert_matches_eager(runner, graph, x, w, rtol=1e-5, atol=1e-5)
+    assert runner.replays >= 1
+    w.mul_(3)  # in place: the same address, so the replay reads it where it lies
+    assert_matches_eager(runner, graph, x, w, rtol=1e-5, atol=1e-5)

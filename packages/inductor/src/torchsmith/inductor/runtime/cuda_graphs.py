@@ -18,6 +18,10 @@ back into an input (functionalized in-place updates): the recording writes them 
 itself and the call returns the input, so the caller's `input.copy_(input)` costs nothing and no
 copy of the whole tensor is made.
 
+A graph about to be recorded stops reusing values it computed from unchanging inputs on earlier
+calls (`input_derived`): the recording holds those kernels, so a replay after a parameter changed
+in place computes them from its new values.
+
 Graphs that cannot replay correctly run as they are, with the reason logged once on
 `torchsmith.inductor.cudagraphs`: inputs the graph mutates itself (a replay would write only its
 static copies), CPU tensors (a CUDA graph cannot read or write them), or no CUDA.
@@ -156,6 +160,9 @@ class CudaGraphRunner:
                 copied.append((k, static.copy_(x)))
                 graph_inputs[k] = static
         signature.addresses = addresses
+        stop_keeping = getattr(self.compiled, "stop_keeping_input_derived", None)
+        if stop_keeping is not None:  # the recording must compute what a call may reuse
+            stop_keeping()
         # Warm up on a side stream outside the recording: library handles (cuBLAS workspaces) are
         # made on first use in a stream, which a recording does not allow.
         side = torch.cuda.Stream()

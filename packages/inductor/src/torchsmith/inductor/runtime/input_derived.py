@@ -14,7 +14,9 @@ their results while the inputs they read stay the same:
   same memory and has the same version counter (torch bumps it on every in-place change:
   optimizer steps, `load_state_dict`, `copy_`), else it runs the block and keeps its results;
 - after `GIVE_UP` calls in a row that found the inputs changed (a training loop), the block runs
-  every call without keeping anything.
+  every call without keeping anything;
+- a graph recorded as a CUDA graph (mode="reduce-overhead") stops keeping first: a replay must
+  compute the values from the parameters as they are then.
 
 Writes through `.data` (`p.data.mul_(2)`) bypass the version counter, as they bypass autograd's
 checks: a value kept from before such a write is stale. `TORCHSMITH_KEEP_INPUT_DERIVED=0` turns
@@ -101,10 +103,12 @@ def read_inputs(program, steps: list, kept: list[int]) -> list[int]:
 
 
 class InputDerivedCache:
-    """The kept results of one graph's kept block, valid while `positions`' inputs are unchanged."""
+    """The kept results of one graph's kept block, valid while `positions`' inputs are unchanged;
+    `switch[0]` false: nothing is kept or reused (shared with the graph, which clears it)."""
 
-    def __init__(self, positions: list[int]):
+    def __init__(self, positions: list[int], switch: list):
         self.positions = positions
+        self._switch = switch
         self._key = None
         self._values = None
         self._misses = 0
@@ -112,7 +116,7 @@ class InputDerivedCache:
     def lookup(self, inputs):
         """The kept values, or None where an input they came from changed (or nothing is kept)."""
         key = self._key
-        if key is None:
+        if key is None or not self._switch[0]:
             return None
         for k, (ref, version, pointer) in zip(self.positions, key):
             x = inputs[k]
@@ -124,7 +128,8 @@ class InputDerivedCache:
 
     def keep(self, inputs, values: tuple) -> None:
         """Keep `values`, computed from `inputs` this call (after a `lookup` that found none)."""
-        if self._misses >= GIVE_UP:
+        if self._misses >= GIVE_UP or not self._switch[0]:
+            self._key = self._values = None
             return
         self._misses += 1
         key = [_state(inputs[k]) for k in self.positions]

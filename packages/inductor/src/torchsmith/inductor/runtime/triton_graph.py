@@ -119,6 +119,7 @@ class TritonCompiledGraph:
         # The first call's inputs (`input_derived.input_state`): those the call writing the
         # straight-line form finds unchanged are taken as unchanging (parameters, buffers).
         self._first_inputs = None
+        self._keeping = [True]  # cleared for good by `stop_keeping_input_derived`
         self._in_place: dict = {}
         # The device index inputs must be on (-1: the CPU); a graph traced on `cuda` means the
         # device current at compile time.
@@ -225,7 +226,13 @@ class TritonCompiledGraph:
         unchanging = unchanged_inputs(first, inputs) if first is not None and inputs else set()
         return straight_gpu(self.program, self._steps, steps, outputs, self.device, plain,
                             signatures=self._signatures, device_index=self._device_index,
-                            in_place=frozenset(self._in_place), unchanging=frozenset(unchanging))
+                            in_place=frozenset(self._in_place), unchanging=frozenset(unchanging),
+                            keeping=self._keeping)
+
+    def stop_keeping_input_derived(self) -> None:
+        """From now on every call computes the values it derives from unchanging inputs (a CUDA
+        graph recording must hold those kernels: its replays read the parameters as they are)."""
+        self._keeping[0] = False
 
     def _checked_straight_line(self, inputs, expected: list):
         """The generated function, once it reproduced `expected` (this call's outputs through the

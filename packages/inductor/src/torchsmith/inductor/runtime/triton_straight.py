@@ -100,13 +100,13 @@ class _Writer:
 
 def straight_gpu(program, steps: list, closures: list, output_readers: list, device: torch.device,
                  plain_matmuls: dict, *, signatures=(), device_index: int = -1, in_place=(),
-                 unchanging: frozenset = frozenset()):
+                 unchanging: frozenset = frozenset(), keeping: list | None = None):
     """The function `run(inputs) -> outputs | None` doing `steps` (the graph's `(kind, what, extra)`
     list) in order: kernel launches, the library matmuls in `plain_matmuls` (call name -> function)
     and the library calls with fresh results (convolutions; not those in `in_place`) written out,
     every other step by its closure in `closures` (same order, `step(T)`). The kernel steps
     computed from the inputs at `unchanging` positions alone run first, and only where the
-    values they kept last time are out of date (`input_derived`).
+    values they kept last time are out of date (`input_derived`), while `keeping[0]` holds.
     It returns None, having run nothing, when the inputs are not as compiled (a different count,
     or a tensor unlike its `signatures` entry `(position, dtype, shape, strides)` or not on
     `device_index`, -1 the CPU) or a profiler hooked Triton's launches."""
@@ -167,7 +167,9 @@ def straight_gpu(program, steps: list, closures: list, output_readers: list, dev
     kept = kept_steps(program, steps, set(unchanging)) if unchanging and input_derived.enabled() else []
     kept_set = set(kept)
     if kept:
-        _kernel_block(w, program, steps, kept, local, define, key, pointer, aligned)
+        switch = keeping if keeping is not None else [True]
+        cache = InputDerivedCache(read_inputs(program, steps, kept), switch)
+        _kernel_block(w, program, steps, kept, cache, local, define, key, pointer, aligned)
     for k, ((kind, what, extra), closure) in enumerate(zip(steps, closures, strict=True)):
         if k in kept_set:
             continue
@@ -193,10 +195,9 @@ def straight_gpu(program, steps: list, closures: list, output_readers: list, dev
     return run
 
 
-def _kernel_block(w: _Writer, program, steps, kept, local, define, key, pointer, aligned):
-    """The `kept` kernel steps inside a check of the cache of their results: run where it has
-    none for these inputs, else their results read from it."""
-    cache = InputDerivedCache(read_inputs(program, steps, kept))
+def _kernel_block(w: _Writer, program, steps, kept, cache, local, define, key, pointer, aligned):
+    """The `kept` kernel steps inside a check of `cache`: run where it has no results for these
+    inputs, else their results read from it."""
     kept_names = read_after(steps, kept, output_buffers(program))
     before = set(pointer)
     w.add(f"c = {w.constant('lookup', cache.lookup)}(inputs)")
