@@ -153,3 +153,33 @@ def test_cuda_graph_replays_see_weights_changed_in_place():
     assert runner.replays >= 1
     w.mul_(3)  # in place: the same address, so the replay reads it where it lies
     assert_matches_eager(runner, graph, x, w, rtol=1e-5, atol=1e-5)
+
+
+def test_graphs_with_a_matmul_epilogue_keep_their_straight_line_form(monkeypatch):
+    """max-autotune: a step that launches the matmul template with its consumer as epilogue reads
+    the matmul's inputs and writes its result; the kept block around it stays correct."""
+    from torchsmith.inductor.triton import mm_epilogue
+
+    if not torch.cuda.is_available():  # nothing is timed in the interpreter: force the fused kernel
+        monkeypatch.setattr(mm_epilogue, "ALWAYS_FUSE", True)
+        monkeypatch.setattr(mm_epilogue, "CONFIGS", ((16, 16, 16, 4, 1),))
+    types = {"x": TensorType.make((33, 20), torch.float32, device=DEVICE),
+             "w": TensorType.make((20, 17), torch.float32, device=DEVICE),
+             "bias": TensorType.make((17, 4), torch.float32, device=DEVICE)}
+
+    def body(b, x, w, bias):
+        product = b.op("aten.gelu.default", b.op("aten.mm.default", x, w))
+        return b.op("aten.add.Tensor", product, b.op("aten.sum.dim_IntList", bias, [1]))
+
+    graph = make_graph("mm_epilogue_kept", types, body)
+    compiled = compile_graph_triton(graph, options={"max_autotune": True})
+    w, bias = torch.randn(20, 17, device=DEVICE), torch.randn(17, 4, device=DEVICE)
+    for _ in range(3):
+        assert_matches_eager(compiled, graph, _rows(), w, bias, rtol=1e-4, atol=1e-4)
+    assert compiled._straight
+    bias.add_(1)
+    assert_matches_eager(compiled, graph, _rows(), w, bias, rtol=1e-4, atol=1e-4)
+
+
+def _rows():
+    return torch.randn(33, 20, device=DEVICE)

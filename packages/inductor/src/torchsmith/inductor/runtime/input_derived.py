@@ -64,7 +64,7 @@ def kept_steps(program, steps: list, unchanging: set[int]) -> list[int]:
     the graph updates in place changes version every call: nothing read from it is kept for long.)"""
     known = {b.name for b in program.inputs if b.position in unchanging}
     outputs = output_buffers(program)
-    writes = [set(what.spec.writes) if kind == "kernel" else {what.name} for kind, what, _ in steps]
+    writes = [_accesses(step)[1] for step in steps]
     written_twice = {n for k, names in enumerate(writes) for n in names
                      if any(n in other for j, other in enumerate(writes) if j != k)}
     kept = []
@@ -78,6 +78,19 @@ def kept_steps(program, steps: list, unchanging: set[int]) -> list[int]:
     return kept
 
 
+def _accesses(step) -> tuple[set[str], set[str]]:
+    """(buffers read, buffers written) of one `(kind, what, extra)` step: a kernel launch, an extern
+    call, or (max-autotune) a matmul template launched with its consumer's kernel as epilogue."""
+    kind, what, extra = step
+    if kind == "extern":
+        return {a.buffer for a in what.args}, {what.name}
+    reads, writes = set(what.spec.reads), set(what.spec.writes)
+    if kind == "epilogue":
+        reads |= {a.buffer for a in extra.mm.args}
+        writes.add(extra.mm.name)
+    return reads, writes
+
+
 def output_buffers(program) -> set[str]:
     """The buffers the graph's outputs view."""
     return {view.buffer for view in program.outputs if isinstance(view, TensorView)}
@@ -89,10 +102,9 @@ def read_after(steps: list, kept: list[int], output_buffers: set[str]) -> list[s
     kept_set = set(kept)
     written = [n for k in kept for n in steps[k][1].spec.writes]
     needed = set(output_buffers)
-    for k, (kind, what, _) in enumerate(steps):
-        if k in kept_set:
-            continue
-        needed |= set(what.spec.reads) if kind == "kernel" else {a.buffer for a in what.args}
+    for k, step in enumerate(steps):
+        if k not in kept_set:
+            needed |= _accesses(step)[0]
     return [n for n in written if n in needed]
 
 
