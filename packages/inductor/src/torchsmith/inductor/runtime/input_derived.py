@@ -6,10 +6,14 @@ channels-last layout. Each is a kernel launch, and on the host those launches co
 GPU spends on them. The straight-line form (`triton_straight`) runs such steps once and keeps
 their results while the inputs they read stay the same:
 
-- at the call that writes the straight-line form, the inputs that are the same tensor objects,
-  at the same version and address, as in the first call are taken as unchanging (parameters,
-  buffers); the kernel steps reading only those (or what such steps wrote) form the kept block,
-  unless a step writes a graph output (the caller may change it) or a buffer another step writes;
+- at the call that writes the straight-line form, the inputs that are a module's parameters or
+  buffers (`module_state`: the capture names inputs by where it read them) and are the same tensor
+  objects, at the same version and address, as in the first call are taken as unchanging; a
+  caller's own tensors are not, even when passed again unchanged (keeping values derived from
+  them would hold memory the size of an activation between calls, and skip work that callers
+  with fresh inputs pay for); the kernel steps reading only those (or what such steps wrote) form
+  the kept block, unless a step writes a graph output (the caller may change it) or a buffer
+  another step writes;
 - a call reuses the kept results when each of those inputs is still the same object, holds the
   same memory and has the same version counter (torch bumps it on every in-place change:
   optimizer steps, `load_state_dict`, `copy_`), else it runs the block and keeps its results;
@@ -47,6 +51,13 @@ def _state(x):
         return weakref.ref(x), x._version, x.data_ptr()
     except (TypeError, RuntimeError):  # not a tensor, or an inference tensor (no version counter)
         return None
+
+
+def module_state(name: str) -> bool:
+    """Whether the graph input `name` is a module's parameter or buffer: the capture names an input
+    after its source, `self._modules['fc']._parameters['weight']` as
+    `self__modules_fc__parameters_weight`."""
+    return "__parameters_" in name or "__buffers_" in name
 
 
 def unchanged_inputs(before: list, inputs) -> set[int]:

@@ -16,7 +16,7 @@ from torchsmith.inductor.errors import LoweringError, RuntimeCallError
 from torchsmith.inductor.loop_ir.in_place import in_place_updates
 from torchsmith.inductor.loop_ir.program import ComputedBuffer, ExternCall, LoopProgram, loads
 from torchsmith.inductor.runtime.externs import run_extern, tensor_of
-from torchsmith.inductor.runtime.input_derived import input_state, unchanged_inputs
+from torchsmith.inductor.runtime.input_derived import input_state, module_state, unchanged_inputs
 from torchsmith.inductor.runtime.triton_steps import matmul_functions, static_steps
 from torchsmith.ir.symbolic import evaluate
 from torchsmith.ir.types import TensorType
@@ -116,8 +116,8 @@ class TritonCompiledGraph:
         # A static graph's steps as one generated function (triton_straight), made after the
         # first call through the closures (when each kernel's binary is bound); None before.
         self._straight = None
-        # The first call's inputs (`input_derived.input_state`): those the call writing the
-        # straight-line form finds unchanged are taken as unchanging (parameters, buffers).
+        # The first call's inputs (`input_derived.input_state`): the parameters and buffers among
+        # them that the call writing the straight-line form finds unchanged are taken as unchanging.
         self._first_inputs = None
         self._keeping = [True]  # cleared for good by `stop_keeping_input_derived`
         self._in_place: dict = {}
@@ -216,14 +216,16 @@ class TritonCompiledGraph:
 
     def _straight_line(self, inputs=()):
         """The static steps as one generated function (`triton_straight.straight_gpu`); the steps
-        computed from `inputs` unchanged since the first call keep their results between calls."""
+        computed from module state in `inputs` unchanged since the first call keep their results
+        between calls."""
         from torchsmith.inductor.runtime.triton_straight import straight_gpu
 
         _, steps, outputs = self._static
         matmuls = matmul_functions(self._steps, self._matmul)
         plain = {name: fn for name, fn in matmuls.items() if name not in self._in_place}
         first = self._first_inputs
-        unchanging = unchanged_inputs(first, inputs) if first is not None and inputs else set()
+        unchanged = unchanged_inputs(first, inputs) if first is not None and inputs else set()
+        unchanging = {k for k in unchanged if module_state(self._input_types[k][0])}
         return straight_gpu(self.program, self._steps, steps, outputs, self.device, plain,
                             signatures=self._signatures, device_index=self._device_index,
                             in_place=frozenset(self._in_place), unchanging=frozenset(unchanging),
