@@ -19,12 +19,12 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import sympy
 import torch
 
 from torchsmith.autograd_aot.aliasing import first_tensor_arg
 from torchsmith.autograd_aot.double_backward import differentiable_backward, replay_refusal
 from torchsmith.autograd_aot.errors import AliasingError, AotAutogradError
+from torchsmith.autograd_aot.output_views import planned_views, view_of
 from torchsmith.autograd_aot.partition import MemoryReport
 from torchsmith.autograd_aot.pipeline import lower
 from torchsmith.autograd_aot.rng_replay import random_devices, save_rng_state
@@ -34,15 +34,13 @@ from torchsmith.autograd_aot.user_warning import warn_at_user
 from torchsmith.ir import (
     Graph,
     IRError,
-    Slice,
     SymIntType,
     TensorType,
     compile_to_python,
     evaluate,
     interpret,
 )
-from torchsmith.ir.interpreter import bind_symbols, run_node, thaw
-from torchsmith.ir.registry import lookup_op
+from torchsmith.ir.interpreter import bind_symbols, run_node
 
 Compiler = Callable[[Graph, list], Callable]
 log = logging.getLogger("torchsmith.autograd_aot")
@@ -106,10 +104,10 @@ class CompiledProgram:
         return self._non_differentiable
 
     def output_views(self) -> tuple:
-        """Per output spec, its view chain as planned steps (`_planned_views`), or None where a
-        step needs the call's size bindings or another tensor (`_replay_views` runs it)."""
+        """Per output spec, its view chain as planned steps (`output_views.planned_views`), or None where a
+        step needs the call's size bindings or another tensor (`output_views.replay_views` runs it)."""
         if self._output_views is None:
-            self._output_views = tuple(_planned_views(spec.chain) for spec in self.traced.output_specs)
+            self._output_views = tuple(planned_views(spec.chain) for spec in self.traced.output_specs)
         return self._output_views
 
     def tangent_layouts(self) -> tuple:
@@ -318,58 +316,6 @@ def _in_layout(grad: torch.Tensor, layout) -> torch.Tensor:
     return torch.empty_strided(grad.shape, layout, dtype=grad.dtype, device=grad.device).copy_(grad)
 
 
-def node_symbols(node) -> bool:
-    """Whether a view node's arguments hold symbolic sizes (they need the call's bindings)."""
-    return _has_symbols(node.args) or _has_symbols(tuple(v for _, v in node.kwargs))
-
-
-def _has_symbols(arg) -> bool:
-    if isinstance(arg, sympy.Basic):
-        return bool(arg.free_symbols)
-    if isinstance(arg, Slice):
-        return _has_symbols((arg.start, arg.stop, arg.step))
-    if isinstance(arg, tuple):
-        return any(_has_symbols(a) for a in arg)
-    return False
-
-
-def _replay_views(chain, tensor, bindings=None):
-    for node, index in chain:
-        env = {first_tensor_arg(node).name: tensor}
-        try:
-            result = run_node(node, env, bindings or {})
-        except KeyError as e:
-            raise AotAutogradError(f"cannot rebuild output view {node.op}: it reads tensor {e}") from None
-        tensor = result[index] if isinstance(result, (list, tuple)) else result
-    return tensor
-
-
-def _planned_views(chain) -> tuple | None:
-    """`chain` as (function, arguments, keywords, tensor position, result index) steps, each
-    argument but the viewed tensor resolved once, or None when a step cannot be resolved ahead of
-    the call: sizes with symbols, or a tensor other than the one viewed."""
-    steps = []
-    for node, index in chain:
-        source = first_tensor_arg(node)
-        if node_symbols(node) or any(v.name != source.name for v in node.inputs):
-            return None
-        position = next((i for i, a in enumerate(node.args) if a == source), None)
-        if position is None:  # the tensor is passed by keyword
-            return None
-        args = [None if i == position else thaw(a) for i, a in enumerate(node.args)]
-        steps.append((lookup_op(node.op).eager, args, {k: thaw(v) for k, v in node.kwargs}, position, index))
-    return tuple(steps)
-
-
-def _run_views(steps, tensor):
-    for fn, args, kwargs, position, index in steps:
-        args = list(args)
-        args[position] = tensor
-        result = fn(*args, **kwargs)
-        tensor = result[index] if isinstance(result, (list, tuple)) else result
-    return tensor
-
-
 def aliasing_problem(program: CompiledProgram, args) -> str | None:
     """Why these inputs cannot run the compiled program: a mutated input shares storage with another
     input (the same tensor passed twice, overlapping views of one tensor), while the trace treated
@@ -466,9 +412,9 @@ def _run_checked(program: CompiledProgram, args) -> list:
         elif base.requires_grad and spec.grad_enabled not in (None, torch.is_grad_enabled()):
             # eager took this view in another grad mode than the caller's (in `no_grad`/`enable_grad`)
             with torch.set_grad_enabled(spec.grad_enabled):
-                out, bindings = _view_of(program, spec, planned, base, args, bindings)
+                out, bindings = view_of(program, spec, planned, base, args, bindings)
         else:
-            out, bindings = _view_of(program, spec, planned, base, args, bindings)
+            out, bindings = view_of(program, spec, planned, base, args, bindings)
         if out.is_meta:
             _refuse_meta_output(program, len(user_outputs), args)
         user_outputs.append(out)
@@ -487,15 +433,6 @@ def _write_back(program: CompiledProgram, caller_args, args, results, user_outpu
     if program.traced.metadata_mutations:
         _changed_inputs_as_outputs(program, caller_args, user_outputs)
     return user_outputs
-
-
-def _view_of(program: CompiledProgram, spec, planned, base, args, bindings):
-    """The output `spec` as a view of `base` and the size bindings, bound on first need."""
-    if planned is not None:
-        return _run_views(planned, base), bindings
-    if bindings is None and any(node_symbols(node) for node, _ in spec.chain):
-        bindings = bind_symbols(program.forward_graph, args)
-    return _replay_views(spec.chain, base, bindings), bindings
 
 
 def _refuse_meta_output(program: CompiledProgram, index: int, args) -> None:
