@@ -176,8 +176,11 @@ def test_large_scatters_thread_and_match_eager(dtype):
     _check(lambda x, i, v: x.index_put((i,), v, accumulate=True), _values((1000, 256), dtype, 3), rows,
            _values((200, 256), dtype, 4), exact=exact, **tolerance)  # fmt: skip
     flat = torch.randint(0, 500, (70000,), generator=g)
+    # About 140 atomic float adds per element land in the order the threads reach them: the sum's
+    # rounding differs from eager's serial order by up to a few ulps of the partial sums (about 10).
+    atomic_tolerance = dict(atol=1e-4, rtol=1e-5) if dtype == torch.float32 else tolerance
     _check(lambda x, i, v: x.index_put((i,), v, accumulate=True), _values((500,), dtype, 5), flat,
-           _values((70000,), dtype, 6), exact=exact, **tolerance)  # fmt: skip
+           _values((70000,), dtype, 6), exact=exact, **atomic_tolerance)  # fmt: skip
     unique = torch.randperm(80000, generator=g)[:40000]
     _check(
         lambda x, i, v: x.index_put((i,), v), _values((80000,), dtype, 7), unique, _values((40000,), dtype, 8)
