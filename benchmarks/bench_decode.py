@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import RESULTS, gpu_name, machine, median, short_error  # noqa: E402
+from common import RESULTS, gpu_name, machine, median, prepare_native, short_error  # noqa: E402
 
 COMPILERS = ("eager", "torch.compile", "torchsmith")
 # also accepted by --compilers: each compiler's default mode (no CUDA graphs), for comparison
@@ -264,7 +264,8 @@ def render(report: dict) -> str:
         "teacher-forced tokens, so every compiler computes the same logits. Each compiler in its own "
         f"process; tokens/s from the median of {report['rounds']} rounds. `mode=\"reduce-overhead\"` for "
         "both compilers (the `-default` rows: mode=\"default\"). Max diff: the largest |logit - eager's| "
-        "over all steps.",
+        "over all steps. torchsmith's C++ extensions, built once per install, loaded before the "
+        f"workers start: {_native_text(report.get('native'))}.",
         "",
         f"Machine: {report['machine'].get('gpu') or report['machine']['cpu']}, "
         f"torch {report['machine']['torch']}, {report['machine']['date']}.",
@@ -283,6 +284,13 @@ def render(report: dict) -> str:
         lines.append(f"| {r['compiler']} | {r['tokens_per_s']:.1f} | {r['ms_per_token']:.3f} | {speed} | "
                      f"{r['first_call_s']:.2f} | {diff} | {notes} |")
     return "\n".join(lines) + "\n"
+
+
+def _native_text(native: dict | None) -> str:
+    if not native:
+        return "not recorded"
+    return ", ".join(f"{name.removeprefix('native_').replace('_', ' ')} {'yes' if ok else 'no (Python form)'}"
+                     for name, ok in native.items())
 
 
 def main() -> None:
@@ -306,6 +314,9 @@ def main() -> None:
         return
     config = QUICK if args.quick else DecoderConfig(layers=args.layers)
     results = []
+    # Built once per install (as bench_inductor does): a worker's steps would otherwise run with the
+    # guard's Python form while the extension builds in the background.
+    native = prepare_native()
     with tempfile.TemporaryDirectory() as workdir:
         for name in args.compilers.split(","):
             result = run_in_process(name, args, workdir)
@@ -332,6 +343,7 @@ def main() -> None:
         "steps": min(args.steps, config.max_seq - (16 if args.quick else args.prompt)),
         "rounds": args.rounds,
         "machine": machine({"gpu": gpu_name()}),
+        "native": native,
         "results": results,
     }
     stem = args.out or str(RESULTS / ("decode_cpu_quick" if args.quick else "decode_cuda"))
