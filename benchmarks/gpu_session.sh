@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The GPU measurements of issue 20, run from source on a machine with torch, Triton and a GPU but
+# nothing of ours installed (the device machine: no network, no pip install). One part per call,
+# each within a 10-minute command limit; results land in $OUT (default: benchmarks/results/gpu_run).
+#
+#   bash benchmarks/gpu_session.sh bf16     # the whole GPU suite in bfloat16, one measuring process
+#   bash benchmarks/gpu_session.sh fp32     # the same in float32
+#   bash benchmarks/gpu_session.sh decode   # Llama-style decode steps (bench_decode.py), reduce-overhead
+#   bash benchmarks/gpu_session.sh conv     # conv_bn_relu and resnet_stack in both dtypes, 5 rounds
+#
+# One measuring process per suite (--one-process): its first calls stand in for cold compiles in a
+# started process. Each part prints where its files are; copy them into benchmarks/results/.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+PYTHONPATH="$(printf '%s:' "$PWD"/packages/*/src)${PYTHONPATH:-}"
+export PYTHONPATH
+out="${OUT:-$PWD/benchmarks/results/gpu_run}"
+mkdir -p "$out"
+# torchsmith's C++ extensions are built once into this folder (bench scripts load them before timing)
+export TORCHSMITH_NATIVE_DIR="${TORCHSMITH_NATIVE_DIR:-$HOME/.cache/torchsmith/native}"
+
+suite() {  # dtype, per-process timeout
+  python benchmarks/bench_inductor.py --device cuda --dtype "$1" --one-process --no-cold --no-bandwidth \
+    --repeat 3 --timeout "$2" --out "$out/inductor_cuda_$1.md"
+}
+
+case "${1:-}" in
+  bf16) suite bfloat16 "${TIMEOUT:-540}" ;;
+  fp32) suite float32 "${TIMEOUT:-540}" ;;
+  decode)
+    python benchmarks/bench_decode.py --rounds 5 --timeout "${TIMEOUT:-170}" --out "$out/decode_cuda"
+    python benchmarks/bench_decode.py --rounds 3 --compilers torch.compile-default,torchsmith-default \
+      --timeout "${TIMEOUT:-170}" --out "$out/decode_cuda_default" || true
+    ;;
+  conv)
+    for dtype in float32 bfloat16; do
+      python benchmarks/bench_inductor.py --device cuda --dtype "$dtype" --one-process --no-cold \
+        --no-bandwidth --repeat 5 --only conv_bn_relu --only resnet_stack --timeout 240 \
+        --out "$out/conv_$dtype.md"
+    done
+    ;;
+  *)
+    echo "usage: bash benchmarks/gpu_session.sh bf16|fp32|decode|conv" >&2
+    exit 2
+    ;;
+esac
+ls -l "$out"
