@@ -100,13 +100,26 @@ def test_entry_copied_over_another_key_and_foreign_documents_are_misses(monkeypa
 # ---- 2. libraries are checked before they are loaded ------------------------------------------------
 
 SOURCE = 'extern "C" long torchsmith_damage_probe(long a) { return a * 5 + 2; }\n'
+DAMAGES = ("truncated", "zeroed", "random", "empty")
 
+
+def _source(k: int) -> str:
+    """A library of its own per kind of damage (another source, another key)."""
+    return f'extern "C" long torchsmith_damage_probe(long a) {{ return a * 5 + {k}; }}\n'
+
+
+# Loads each source given, one after another, and prints each one's value and build counts.
 LOAD = """
     import json, sys
     from torchsmith.inductor import BUILD_STATS, load_library
-    value = load_library(sys.argv[1]).torchsmith_damage_probe(3)
-    print(json.dumps({"value": value, "compiled": BUILD_STATS.compiled, "disk_hits": BUILD_STATS.disk_hits,
-                      "rejected": BUILD_STATS.rejected}))
+    seen = []
+    for source in sys.argv[1:]:
+        before = (BUILD_STATS.compiled, BUILD_STATS.disk_hits, BUILD_STATS.rejected)
+        value = load_library(source).torchsmith_damage_probe(3)
+        after = (BUILD_STATS.compiled, BUILD_STATS.disk_hits, BUILD_STATS.rejected)
+        compiled, disk_hits, rejected = (b - a for a, b in zip(before, after))
+        seen.append({"value": value, "compiled": compiled, "disk_hits": disk_hits, "rejected": rejected})
+    print(json.dumps(seen))
 """
 
 
@@ -121,29 +134,22 @@ def _damage(path, how: str) -> None:
     path.write_bytes(damaged)
 
 
-@pytest.mark.parametrize("how", ["truncated", "zeroed", "random", "empty"])
-def test_damaged_library_is_built_again_never_loaded(tmp_path, how):
-    assert _last_json(_child(LOAD, tmp_path, SOURCE)) == {
-        "value": 17,
-        "compiled": 1,
-        "disk_hits": 0,
-        "rejected": 0,
-    }
-    (library,) = (tmp_path / "inductor_cpp").rglob("*.so")
-    _damage(library, how)
-    assert _last_json(_child(LOAD, tmp_path, SOURCE)) == {
-        "value": 17,
-        "compiled": 1,
-        "disk_hits": 0,
-        "rejected": 1,
-    }
-    # Built again, and the next process trusts the new file.
-    assert _last_json(_child(LOAD, tmp_path, SOURCE)) == {
-        "value": 17,
-        "compiled": 0,
-        "disk_hits": 1,
-        "rejected": 0,
-    }
+def test_damaged_library_is_built_again_never_loaded(tmp_path):
+    # One library per kind of damage, built, damaged, and loaded again in fresh processes (a
+    # library loaded once stays in its process); a crash is the child's failing exit code.
+    sources = [_source(k) for k in range(len(DAMAGES))]
+    values = [3 * 5 + k for k in range(len(DAMAGES))]
+    built = _last_json(_child(LOAD, tmp_path, *sources))
+    assert built == [{"value": v, "compiled": 1, "disk_hits": 0, "rejected": 0} for v in values]
+    libraries = sorted((tmp_path / "inductor_cpp").rglob("*.so"))
+    assert len(libraries) == len(DAMAGES)
+    for library, how in zip(libraries, DAMAGES):
+        _damage(library, how)
+    rebuilt = _last_json(_child(LOAD, tmp_path, *sources))
+    assert rebuilt == [{"value": v, "compiled": 1, "disk_hits": 0, "rejected": 1} for v in values]
+    # Built again, and the next process trusts the new files.
+    trusted = _last_json(_child(LOAD, tmp_path, *sources))
+    assert trusted == [{"value": v, "compiled": 0, "disk_hits": 1, "rejected": 0} for v in values]
 
 
 def test_damaged_library_of_a_compiled_model_is_rebuilt_not_an_eager_fallback(tmp_path):
