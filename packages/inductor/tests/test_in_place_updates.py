@@ -23,9 +23,12 @@ def t(*shape, dtype=torch.float32):
     return TensorType.make(shape, dtype, device=DEVICE)
 
 
-def cache_update(extra_read: bool):
+def cache_update(extra_read: bool, computed: bool = True):
+    """cache.index_copy(0, pos, row * 2), or of `row * 1` given as an input where not `computed`."""
+
     def body(b, cache, row, pos):
-        new = b.op("aten.index_copy.default", cache, 0, pos, b.op("aten.mul.Tensor", row, 2.0))
+        source = b.op("aten.mul.Tensor", row, 2.0) if computed else row
+        new = b.op("aten.index_copy.default", cache, 0, pos, source)
         outputs = [b.op("aten.sum.default", new), new]
         if extra_read:
             outputs.insert(1, b.op("aten.sum.default", cache))  # reads the old cache too
@@ -35,12 +38,12 @@ def cache_update(extra_read: bool):
     return make_graph("cache_update", inputs, body)
 
 
-def run_steps(compiled, cache, steps: int = 3) -> list:
+def run_steps(compiled, cache, steps: int = 3, scale: float = 2.0) -> list:
     """Call like the AOT runtime: copy the last output into the cache unless it is the cache."""
     results = []
     for i in range(steps):
         row, pos = torch.randn(1, 8, device=DEVICE), torch.tensor([i], device=DEVICE)
-        expected = cache.index_copy(0, pos, row * 2.0)
+        expected = cache.index_copy(0, pos, row * scale)
         outputs = compiled(cache, row, pos)
         results.append(outputs[-1] is cache)
         if outputs[-1] is not cache:
@@ -51,13 +54,25 @@ def run_steps(compiled, cache, steps: int = 3) -> list:
 
 
 def test_cache_update_runs_in_place_after_the_first_call():
-    graph = cache_update(extra_read=False)
+    graph = cache_update(extra_read=False, computed=False)
     compiled = compile_graph_triton(graph)
     assert in_place_updates(compiled.program, {1: 0}) == {compiled.program.outputs[1].buffer: "index_copy_"}
     compiled.write_back_into_inputs({1: 0})
+    assert compiled.folded_copies == []  # the source is an input: no kernel computes it
     cache = torch.zeros(6, 8, device=DEVICE)
     # The first call runs the general path (a new tensor); later ones write into the cache itself.
-    assert run_steps(compiled, cache) == [False, True, True]
+    assert run_steps(compiled, cache, scale=1.0) == [False, True, True]
+
+
+def test_cache_update_of_a_computed_source_is_done_by_its_kernel():
+    graph = cache_update(extra_read=False)
+    compiled = compile_graph_triton(graph)
+    compiled.write_back_into_inputs({1: 0})
+    assert compiled.folded_copies == [compiled.program.outputs[1].buffer]
+    cache = torch.zeros(6, 8, device=DEVICE)
+    # The kernel computing `row * 2` stores it into the cache (triton.folded_copy): every call,
+    # the first included, writes into the cache itself.
+    assert run_steps(compiled, cache) == [True, True, True]
 
 
 def test_update_of_an_input_read_elsewhere_stays_functional():

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
+from torch.autograd.graph import increment_version
 
 from torchsmith.autograd_aot.aliasing import first_tensor_arg
 from torchsmith.autograd_aot.double_backward import differentiable_backward, replay_refusal
@@ -428,8 +429,12 @@ def _write_back(program: CompiledProgram, caller_args, args, results, user_outpu
         start = program.traced.num_outputs
         with torch.no_grad():
             for i, new in zip(program.mutated_inputs, results[start:start + len(program.mutated_inputs)]):
-                if new is not args[i]:  # a backend may have written the input itself (CUDA graphs)
+                if new is not args[i]:
                     args[i].copy_(new)
+                else:
+                    # The backend wrote the input itself (CUDA graphs, in-place kernels): it changed
+                    # as an in-place op changes it, version counter included.
+                    increment_version(args[i])
     if program.traced.metadata_mutations:
         _changed_inputs_as_outputs(program, caller_args, user_outputs)
     return user_outputs

@@ -5,7 +5,9 @@ new tensor, `index_copy(cache, 2, pos, k)`, the graph returns it, and autograd_a
 it back into `cache`. For a KV cache that is two whole copies per layer and step to change one
 position. When nothing else in the program reads the input, the call can write into the input
 itself and return it: the runtime's copy back is then a copy of a tensor onto itself, which torch
-skips. `in_place_updates` finds those calls; the runtime runs each with the op's in-place variant.
+skips. `in_place_updates` finds those calls; the runtime runs each with the op's in-place variant,
+or on the GPU, for `index_copy`, has a Triton kernel over the source's elements do it
+(`triton.folded_copy`).
 """
 
 from torchsmith.inductor.loop_ir.program import (

@@ -74,27 +74,32 @@ def kept_steps(program, steps: list, unchanging: set[int]) -> list[int]:
     computed from the inputs at `unchanging` positions alone, whose results may be kept. (An input
     the graph updates in place changes version every call: nothing read from it is kept for long.)"""
     known = {b.name for b in program.inputs if b.position in unchanging}
-    outputs = output_buffers(program)
-    writes = [_accesses(step)[1] for step in steps]
+    # Outputs are handed out, and a step writing a graph input (a folded cache write) has an effect
+    # every call rather than a result: neither is kept.
+    not_kept = output_buffers(program) | {b.name for b in program.inputs}
+    writes = [step_accesses(step)[1] for step in steps]
     written_twice = {n for k, names in enumerate(writes) for n in names
                      if any(n in other for j, other in enumerate(writes) if j != k)}
     kept = []
     for k, (kind, what, _) in enumerate(steps):
         if kind != "kernel" or not set(what.spec.reads) <= known:
             continue
-        if writes[k] & (outputs | written_twice):
+        if writes[k] & (not_kept | written_twice):
             continue
         kept.append(k)
         known |= writes[k]
     return kept
 
 
-def _accesses(step) -> tuple[set[str], set[str]]:
+def step_accesses(step) -> tuple[set[str], set[str]]:
     """(buffers read, buffers written) of one `(kind, what, extra)` step: a kernel launch, an extern
-    call, or (max-autotune) a matmul template launched with its consumer's kernel as epilogue."""
+    call, a folded copy's alias, or (max-autotune) a matmul template launched with its consumer's
+    kernel as epilogue."""
     kind, what, extra = step
     if kind == "extern":
         return {a.buffer for a in what.args}, {what.name}
+    if kind == "alias":  # a folded copy (triton.folded_copy): the target, as the call's result
+        return {extra}, {what.name}
     reads, writes = set(what.spec.reads), set(what.spec.writes)
     if kind == "epilogue":
         reads |= {a.buffer for a in extra.mm.args}
@@ -115,7 +120,7 @@ def read_after(steps: list, kept: list[int], output_buffers: set[str]) -> list[s
     needed = set(output_buffers)
     for k, step in enumerate(steps):
         if k not in kept_set:
-            needed |= _accesses(step)[0]
+            needed |= step_accesses(step)[0]
     return [n for n in written if n in needed]
 
 

@@ -16,8 +16,16 @@ from torchsmith.inductor.errors import LoweringError, RuntimeCallError
 from torchsmith.inductor.loop_ir.in_place import in_place_updates
 from torchsmith.inductor.loop_ir.program import ComputedBuffer, ExternCall, LoopProgram, loads
 from torchsmith.inductor.runtime.externs import run_extern, tensor_of
-from torchsmith.inductor.runtime.input_derived import input_state, module_state, unchanged_inputs
+from torchsmith.inductor.runtime.input_derived import (
+    input_state,
+    module_state,
+    step_accesses,
+    unchanged_inputs,
+)
+from torchsmith.inductor.runtime.triton_launch import load_kernels
 from torchsmith.inductor.runtime.triton_steps import matmul_functions, static_steps
+from torchsmith.inductor.triton.codegen import generate_folded, source_hash
+from torchsmith.inductor.triton.folded_copy import foldable_copies
 from torchsmith.ir.symbolic import evaluate
 from torchsmith.ir.types import TensorType
 
@@ -95,6 +103,8 @@ class TritonCompiledGraph:
                 name: FusedEpilogue(mm, group_of(groups, name)[0], program) for name, mm in pairs.items()
             }
         deferred = {fused.mm.name for fused in self.epilogues.values()}
+        self._groups = groups
+        self._kernel_step_of: dict[int, int] = {}  # group index -> its step (plain kernel launches)
         self._steps = []
         for kind, what in ordered_steps(program, groups):
             if kind == "extern":
@@ -107,6 +117,7 @@ class TritonCompiledGraph:
                 continue
             spec = launchers[what].spec
             allocate = [_allocation(b) for b in groups[what] if b.name in spec.writes]
+            self._kernel_step_of[what] = len(self._steps)
             self._steps.append(("kernel", launch_of[what], allocate))
         self._input_types = [(v.name, v.type) for v in graph.inputs]
         self._compiled_ahead = False
@@ -121,6 +132,7 @@ class TritonCompiledGraph:
         self._first_inputs = None
         self._keeping = [True]  # cleared for good by `stop_keeping_input_derived`
         self._in_place: dict = {}
+        self.folded_copies: list[str] = []  # in-place index_copy calls their sources' kernels do
         # The device index inputs must be on (-1: the CPU); a graph traced on `cuda` means the
         # device current at compile time.
         self._device_index = -1 if device.type == "cpu" else device.index
@@ -146,10 +158,37 @@ class TritonCompiledGraph:
             return
         in_place = in_place_updates(self.program, written_back)
         if in_place:
+            self._fold_copies(in_place)
             positions, _, _ = self._static
             steps, outputs = static_steps(self.program, self._steps, self.device, self._matmul, in_place)
             self._static = (positions, steps, outputs)
             self._in_place, self._straight = in_place, None
+
+    def _fold_copies(self, in_place: dict) -> None:
+        """Let the kernels computing the sources of in-place `index_copy` calls store them into the
+        copies' targets (`triton.folded_copy`): each such call's step becomes an alias of its
+        target, and its kernel's step launches the new kernel, allocating no buffer for the source."""
+        group_of = {b.name: k for k, group in enumerate(self._groups) for b in group}
+        step_of = {name: k for k, step in enumerate(self._steps) for name in step_accesses(step)[1]}
+        step_of |= {b.name: s for g, s in self._kernel_step_of.items() for b in self._groups[g]}
+        folds = [f for f in foldable_copies(self.program, self._groups, in_place, step_of)
+                 if group_of[f.host] in self._kernel_step_of]  # not a max-autotune epilogue
+        if not folds:
+            return
+        source, specs = generate_folded(self.program, self._groups, folds)
+        launchers = load_kernels(source, source_hash(source), list(specs.values())) if specs else []
+        folded = {}
+        for (k, spec), launcher in zip(specs.items(), launchers):
+            allocate = [_allocation(b) for b in self._groups[k] if b.name in spec.writes]
+            self._steps[self._kernel_step_of[k]] = ("kernel", launcher, allocate)
+            folded |= {f.call: f for f in folds if group_of[f.host] == k}
+        calls = {b.name: b for b in self.program.buffers if isinstance(b, ExternCall)}
+        for k, (kind, what, _) in enumerate(self._steps):
+            if kind == "extern" and what.name in folded:
+                self._steps[k] = ("alias", calls[what.name], folded[what.name].target.buffer)
+        self.folded_copies = sorted(folded)
+        log.info("graph %s: %d index_copy calls stored by the kernels computing their sources",
+                 self.program.name, len(folded))
 
     def _matches_signatures(self, inputs) -> bool:
         if self._signatures is None or len(inputs) != self.program.num_graph_inputs:
@@ -278,6 +317,9 @@ class TritonCompiledGraph:
                 self._first_inputs = input_state(inputs)
         tensors = {b.name: inputs[b.position] for b in self.program.inputs}
         for kind, what, allocate in self._steps:
+            if kind == "alias":  # a folded copy: its kernel wrote the target
+                tensors[what.name] = tensors[allocate]
+                continue
             if kind == "epilogue":
                 allocate.run(tensors, bindings, what, symbols, self.device)
                 continue

@@ -119,6 +119,15 @@ def _kernel_step(launcher, allocate: list, device: torch.device):
     return step
 
 
+def _alias_step(name: str, target: str):
+    """A copy a kernel folded in (`triton.folded_copy`): its result is the target that kernel wrote."""
+
+    def step(T):
+        T[name] = T[target]
+
+    return step
+
+
 def _epilogue_step(launcher, fused, device: torch.device):
     no_symbols, empty = [], {}
 
@@ -130,10 +139,11 @@ def _epilogue_step(launcher, fused, device: torch.device):
 
 def static_steps(program: LoopProgram, steps: list, device: torch.device, matmul=None, in_place=None):
     """(step functions, output readers) of a program without size symbols: one `step(T)` per
-    (kind, what, extra) step, reading its inputs from and writing its results to `T` (tensors by
-    buffer name), and one `T -> tensor` per output view. `matmul` is max-autotune's replacement
-    for the `prims.mm` calls, or None; `in_place` names the extern calls that run as an in-place
-    op (`{call name: op name}`, from `loop_ir.in_place.in_place_updates`)."""
+    (kind, what, extra) step (kind "kernel", "epilogue", "extern" or "alias"), reading its inputs
+    from and writing its results to `T` (tensors by buffer name), and one `T -> tensor` per output
+    view. `matmul` is max-autotune's replacement for the `prims.mm` calls, or None; `in_place`
+    names the extern calls that run as an in-place op (`{call name: op name}`, from
+    `loop_ir.in_place.in_place_updates`)."""
     in_place = in_place or {}
     matmuls = matmul_functions(steps, matmul)
     # Buffers whose tensors have exactly their layout in every call: inputs (a static graph checks
@@ -150,6 +160,8 @@ def static_steps(program: LoopProgram, steps: list, device: torch.device, matmul
             out.append(_kernel_step(what, extra, device))
         elif kind == "epilogue":
             out.append(_epilogue_step(what, extra, device))
+        elif kind == "alias":
+            out.append(_alias_step(what.name, extra))
         elif what.name in in_place:
             out.append(_in_place_step(what, in_place[what.name], exact))
         elif what.name in matmuls:

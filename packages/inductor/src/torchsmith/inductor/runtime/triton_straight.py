@@ -175,6 +175,9 @@ def straight_gpu(program, steps: list, closures: list, output_readers: list, dev
             continue
         if kind == "kernel":
             _kernel(w, what, extra, local, define, key, pointer, aligned)
+        elif kind == "alias":  # a copy its source's kernel did: the result is the target
+            target = local(extra)
+            w.add(f"{define(what.name)} = T[{key[what.name]}] = {target}")
         elif kind == "extern" and what.name in plain_matmuls:
             _matmul(w, what, plain_matmuls[what.name], local, define, key, inputs, exact)
         elif kind == "extern" and _written_out_library(what, in_place):

@@ -48,18 +48,9 @@ def generate_triton(program: LoopProgram, groups: list[Group] | None = None) -> 
         groups = [(b,) for b in program.buffers if isinstance(b, ComputedBuffer)]
     groups = fit_groups(program, groups)
     stored = stored_buffers(program, groups)
-    prelude = TRITON_PRELUDE
-    if interpreting():
-        # The interpreter has no libdevice: NumPy stands in (triton_interpret); GPUs use the real one.
-        prelude = prelude.replace(
-            REAL_LIBDEVICE, "from torchsmith.inductor.triton.interpret import libdevice"
-        )
     head = f"# torchsmith inductor: Triton kernels of graph {python_comment(program.name)}"
-    parts = [head, prelude + COMBINE_PRELUDE]
+    module = _Module(head)
     kernels: list[tuple[TritonKernelSpec, Group]] = []
-    # A transformer's layers make the same kernels again (same code but for the origin comments):
-    # each distinct kernel is written, compiled and tuned once, and launched for every group.
-    first_with: dict[str, str] = {}
     for k, group in enumerate(groups):
         group = tuple(group)
         name = f"kernel{k}_{identifier(group[0].name)}"
@@ -67,16 +58,63 @@ def generate_triton(program: LoopProgram, groups: list[Group] | None = None) -> 
             spec, code = _emitter(group)(name, group, program, stored)
         except CodegenError as error:
             raise CodegenError(f"graph {program.name}, kernel {name}: {error}") from None
+        kernels.append((module.add(spec, code, group), group))
+    return module.source(), kernels
+
+
+def generate_folded(program: LoopProgram, groups: list[Group], folds: list) -> tuple[str, dict]:
+    """The module source of the kernels of the groups computing the sources of `folds`
+    (triton.folded_copy), each storing its source into the fold's target, and `{group index: spec}`.
+    A group one such kernel cannot compute (a tiled one) is left out."""
+    stored = stored_buffers(program, groups) - {f.host for f in folds if f.source.buffer == f.host}
+    group_of = {b.name: k for k, group in enumerate(groups) for b in group}
+    by_group: dict[int, dict] = {}
+    for fold in folds:
+        by_group.setdefault(group_of[fold.host], {}).setdefault(fold.host, []).append(fold)
+    head = f"# torchsmith inductor: Triton kernels of graph {python_comment(program.name)} with folded copies"
+    module = _Module(head)
+    specs = {}
+    for k, redirects in by_group.items():
+        group = tuple(groups[k])
+        name = f"kernel{k}_{identifier(group[0].name)}_folded"
+        try:
+            spec, code = emit_pointwise(name, group, program, stored, redirects)
+        except CodegenError as error:
+            split_log.info("group %s keeps its copies as library calls: %s", [b.name for b in group], error)
+            continue
+        specs[k] = module.add(spec, code, group)
+    return module.source(), specs
+
+
+class _Module:
+    """A generated module's parts. A transformer's layers make the same kernels again (same code but
+    for the origin comments): each distinct kernel is written, compiled and tuned once, and launched
+    for every group."""
+
+    def __init__(self, head: str):
+        prelude = TRITON_PRELUDE
+        if interpreting():
+            # The interpreter has no libdevice: NumPy stands in (triton_interpret); GPUs use the real one.
+            prelude = prelude.replace(
+                REAL_LIBDEVICE, "from torchsmith.inductor.triton.interpret import libdevice"
+            )
+        self.parts = [head, prelude + COMBINE_PRELUDE]
+        self.first_with: dict[str, str] = {}
+
+    def add(self, spec: TritonKernelSpec, code: str, group: Group) -> TritonKernelSpec:
+        """Add kernel `spec.name` of `code`, or point it at the same code added before; its spec."""
+        name = spec.name
         same = _without_comments(code.replace(f"def {name}(", "def kernel(", 1))
-        first = first_with.setdefault(same, name)
+        first = self.first_with.setdefault(same, name)
         if first == name:
-            parts.append(code)
-        else:
-            origins = ", ".join(f"%{b.name}" for b in group)
-            parts.append(f"# {name} ({python_comment(origins)}): the code of {first}")
-            spec = replace(spec, name=first)
-        kernels.append((spec, group))
-    return "\n\n\n".join(parts) + "\n", kernels
+            self.parts.append(code)
+            return spec
+        origins = ", ".join(f"%{b.name}" for b in group)
+        self.parts.append(f"# {name} ({python_comment(origins)}): the code of {first}")
+        return replace(spec, name=first)
+
+    def source(self) -> str:
+        return "\n\n\n".join(self.parts) + "\n"
 
 
 def _without_comments(code: str) -> str:
@@ -108,4 +146,3 @@ def fit_groups(program: LoopProgram, groups: list[Group]) -> list[Group]:
 
 def source_hash(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()[:24]
-

@@ -76,6 +76,7 @@ def tile_axes(variables: tuple, ranges: tuple, load_indices: list, store_indices
     accesses = [_linear_coefficients(i, variables) for i in (*load_indices, *store_indices)]
     if any(a is None for a in accesses):
         return fallback
+
     def flat_with_next(k: int) -> bool:  # every access steps over variable k+1's range per step of k
         return all(sympy.expand(a[variables[k]] - a[variables[k + 1]] * ranges[k + 1]) == 0 for a in accesses)
 
@@ -102,9 +103,14 @@ def _store_index(buffer: ComputedBuffer):
 
 
 def emit_pointwise(
-    name: str, group: tuple[ComputedBuffer, ...], program: LoopProgram, stored: set[str]
+    name: str, group: tuple[ComputedBuffer, ...], program: LoopProgram, stored: set[str], redirects=None
 ) -> tuple[TritonKernelSpec, str]:
-    """The Triton kernel computing the pointwise `group`, storing the members in `stored`."""
+    """The Triton kernel computing the pointwise `group`, storing the members in `stored`; and with
+    `redirects` (`{member name: [FoldedCopy, ...]}`, triton.folded_copy), doing those index_copy
+    calls too: each stores its source (the member itself, or what it loads over the member's
+    elements) into its target, at the positions its index tensor names."""
+    redirects = redirects or {}
+    folds = [fold for member_folds in redirects.values() for fold in member_folds]
     resolved = resolve_group(group, shared=0)
     shapes = [live_ranges(b) for b in group]
     numel = product(shapes[0][1])
@@ -118,9 +124,14 @@ def emit_pointwise(
     same_shape = all(s == shapes[0] for s in shapes)
     stores = [_store_index(b) for b in group if b.name in stored]
     tiled = same_shape and _transposed([ld.index for ld in all_loads] + stores, shapes[0][0])
-    writes = tuple(b.name for b in group if b.name in stored)
+    if tiled and redirects:
+        raise CodegenError(f"pointwise group {[b.name for b in group]}: a folded copy needs a 1-d kernel")
+    writes = tuple(b.name for b in group if b.name in stored) + tuple(f.target.buffer for f in folds)
     members = {b.name for b in group}
-    reads = tuple(dict.fromkeys(ld.buffer for ld in all_loads if ld.buffer not in members))
+    extra = [f.index.buffer for f in folds] + [
+        f.source.buffer for f in folds if f.source.buffer not in members
+    ]
+    reads = tuple(dict.fromkeys([*(ld.buffer for ld in all_loads if ld.buffer not in members), *extra]))
     pointer_of = {n: f"out_{i}" for i, n in enumerate(writes)} | {n: f"in_{i}" for i, n in enumerate(reads)}
     params = [pointer_of[n] for n in writes + reads] + list(program.symbols)
     x = kernel_symbol("xindex")
@@ -186,5 +197,20 @@ def emit_pointwise(
         if buffer.name in stored:
             store = to_kernel_space(_store_index(buffer), axes)
             writer.store(pointer_of[buffer.name], store, value, buffer.layout.dtype, mask)
+        for fold in redirects.get(buffer.name, ()):
+            stored_value = value
+            if fold.source.buffer != buffer.name:  # a copy carried along: the same element of its source
+                stored_value = writer.value(in_kernel_space(fold.source_load(buffer), axes))
+            position, store = fold.store_index(buffer)
+            position = writer.value(in_kernel_space(position, axes))
+            writer.indirect_store(
+                pointer_of[fold.target.buffer],
+                to_kernel_space(store, axes),
+                position,
+                fold.target,
+                fold.dim,
+                stored_value,
+                mask,
+            )
     kind = "tiled" if tiled else "pointwise"
     return TritonKernelSpec(name, kind, writes, reads, numels, configs), "\n".join(lines)

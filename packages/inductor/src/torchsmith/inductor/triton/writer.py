@@ -121,6 +121,23 @@ class TritonBodyWriter:
         self.names[expr] = result
         return result
 
+    def indirect_store(
+        self, pointer: str, index, position: str, target, dim: int, value: str, mask: str
+    ) -> None:
+        """Store `value` into `target` (a TensorView) at a kernel-space `index` plus `position` (a
+        temporary: the element's place along `dim`, read from an index tensor) times that dim's
+        stride. A position outside `[0, size)` stores nothing, as a gather reads element 0 there:
+        no IndexError on the GPU yet."""
+        code, used = self.index(index)
+        if not used:
+            code = f"{code} + {self.zero_index}"
+        stride, size = triton_index(target.strides[dim]), triton_index(target.shape[dim])
+        dtype = target.dtype
+        cast = "" if dtype == torch.bool else f".to({triton_dtype(dtype)})"
+        inside = f"{mask} & ({position} >= 0) & ({position} < {size})"
+        place = f"{pointer} + ({code} + {position} * {stride})"
+        self.lines.append(f"{self.indent}tl.store({place}, {value}{cast}, {inside})")
+
     def store(self, pointer: str, index, value: str, dtype: torch.dtype, mask: str) -> None:
         """Store `value` at a kernel-space `index`, cast to the buffer's dtype."""
         code, used = self.index(index)
