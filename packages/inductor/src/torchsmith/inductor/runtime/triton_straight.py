@@ -55,6 +55,7 @@ from torchsmith.inductor.runtime.input_derived import (
     output_buffers,
     read_after,
     read_inputs,
+    step_accesses,
 )
 from torchsmith.inductor.runtime.triton_direct import ALIGNMENT, _hooked
 from torchsmith.ir.symbolic import evaluate
@@ -88,6 +89,7 @@ class _Writer:
         self.namespace: dict = {}
         self.lines: list[str] = []
         self.depth = 0  # indentation added to every line (inside a block)
+        self.views: dict[tuple, str] = {}  # (buffer, shape, strides, offset) -> the local holding that view
 
     def constant(self, prefix: str, value) -> str:
         key = f"{prefix}{len(self.namespace)}"
@@ -170,11 +172,12 @@ def straight_gpu(program, steps: list, closures: list, output_readers: list, dev
         switch = keeping if keeping is not None else [True]
         cache = InputDerivedCache(read_inputs(program, steps, kept), switch)
         _kernel_block(w, program, steps, kept, cache, local, define, key, pointer, aligned)
+    reuse = _Reuse(program, steps, kept_set, in_place, plain_matmuls)
     for k, ((kind, what, extra), closure) in enumerate(zip(steps, closures, strict=True)):
         if k in kept_set:
             continue
         if kind == "kernel":
-            _kernel(w, what, extra, local, define, key, pointer, aligned)
+            _kernel(w, what, extra, local, define, key, pointer, aligned, reuse)
         elif kind == "alias":  # a copy its source's kernel did: the result is the target
             target = local(extra)
             w.add(f"{define(what.name)} = T[{key[what.name]}] = {target}")
@@ -189,6 +192,7 @@ def straight_gpu(program, steps: list, closures: list, output_readers: list, dev
             known.difference_update(written)
             pointer.difference_update(written)
             aligned.difference_update(written)
+        reuse.after(k, local)
     outputs = ", ".join(f"{w.constant('o', read)}(T)" for read in output_readers)
     w.add(f"return [{outputs}]")
     source = "\n".join(w.lines) + "\n"
@@ -220,11 +224,60 @@ def _kernel_block(w: _Writer, program, steps, kept, cache, local, define, key, p
     pointer.intersection_update(before)
 
 
-def _kernel(w: _Writer, launcher, allocate, local, define, key, pointer: set, aligned: set) -> None:
+class _Reuse:
+    """Buffers a kernel step allocates take the tensor of a buffer allocated earlier in the same
+    call that nothing reads any more, where shape, strides and dtype agree: a decoder's layers
+    allocate the same buffers again, and an allocation costs several microseconds of host time.
+
+    A buffer is given up after the last step reading it, unless it is a graph output, a value
+    kept between calls (`input_derived`), or read by a step run as its closure (a library call
+    whose result may be a view of its arguments): only kernels, library matmuls and library
+    calls with fresh results (`_written_out_library`) read it. Steps run in order on one stream,
+    so a later kernel writing the memory runs after every earlier reader."""
+
+    def __init__(self, program, steps: list, kept: set, in_place, plain_matmuls: dict):
+        reads = [step_accesses(step)[0] for step in steps]
+        self.last_read: dict[str, int] = {}
+        for k, names in enumerate(reads):
+            for name in names:
+                self.last_read[name] = k
+        never = output_buffers(program) | set(read_after(steps, sorted(kept), output_buffers(program)))
+        for k, (kind, what, _) in enumerate(steps):
+            fresh = kind == "kernel" or (
+                kind == "extern" and (what.name in plain_matmuls or _written_out_library(what, in_place))
+            )
+            if not fresh:
+                never |= reads[k]
+        self.never = never
+        self.allocated: dict[str, tuple] = {}  # buffer -> its (shape, strides, dtype), allocated here
+        self.free: dict[tuple, list[str]] = {}  # (shape, strides, dtype) -> buffers given up
+
+    def take(self, name: str, layout: tuple) -> str | None:
+        """A buffer given up whose tensor `name` may use, or None."""
+        self.allocated[name] = layout
+        free = self.free.get(layout)
+        return free.pop() if free else None
+
+    def after(self, k: int, local) -> None:
+        """Give up the buffers allocated here whose last reader was step `k`."""
+        for name, layout in list(self.allocated.items()):
+            if self.last_read.get(name, -1) <= k and name not in self.never:
+                del self.allocated[name]
+                self.free.setdefault(layout, []).append(local(name))
+
+
+def _kernel(w: _Writer, launcher, allocate, local, define, key, pointer: set, aligned: set,
+            reuse: _Reuse | None = None) -> None:
     for name, shape, strides, dtype in allocate:
+        layout = (static_ints(shape), static_ints(strides), dtype)
+        earlier = reuse.take(name, layout) if reuse is not None else None
         x = define(name)
-        s, t = w.constant("s", static_ints(shape)), w.constant("t", static_ints(strides))
-        w.add(f"{x} = T[{key[name]}] = empty_strided({s}, {t}, dtype={w.constant('d', dtype)}, device=dev)")
+        if earlier is not None:
+            w.add(f"{x} = T[{key[name]}] = {earlier}")
+            pointer.discard(name)
+        else:
+            s, t, d = w.constant("s", layout[0]), w.constant("t", layout[1]), w.constant("d", dtype)
+            w.add(f"{x} = T[{key[name]}] = empty_strided({s}, {t}, dtype={d}, device=dev)")
         aligned.add(name)
     names = list(launcher.spec.writes + launcher.spec.reads)
     # the launcher's own path: it picks the binary for these pointers' alignment
@@ -273,8 +326,14 @@ def _argument_views(w: _Writer, call, local, inputs: set, exact: dict) -> list[s
         elif view.buffer in inputs:
             args.append(f"{w.constant('g', parameter_view(shape, strides, offset))}({base})")
         else:
-            s, t = w.constant("s", shape), w.constant("t", strides)
-            args.append(f"{base}.as_strided({s}, {t}, {base}.storage_offset() + {offset})")
+            # made once per call where several library calls read the same view (q, k and v
+            # projections of one normalized input)
+            place = (view.buffer, shape, strides, offset)
+            if place not in w.views:
+                s, t = w.constant("s", shape), w.constant("t", strides)
+                w.views[place] = f"v{len(w.views)}"
+                w.add(f"{w.views[place]} = {base}.as_strided({s}, {t}, {base}.storage_offset() + {offset})")
+            args.append(w.views[place])
     return args
 
 
