@@ -7,6 +7,8 @@
 #   bash benchmarks/gpu_session.sh fp32     # the same in float32
 #   bash benchmarks/gpu_session.sh decode   # Llama-style decode steps (bench_decode.py), reduce-overhead
 #   bash benchmarks/gpu_session.sh conv     # conv_bn_relu and resnet_stack in both dtypes, 5 rounds
+#   bash benchmarks/gpu_session.sh modes    # bf16 MLP, attention, GPT-2, MLP training in reduce-overhead,
+#                                           # GPT-2 in max-autotune (the other two modes)
 #
 # One measuring process per suite (--one-process): its first calls stand in for cold compiles in a
 # started process. Each part prints where its files are; copy them into benchmarks/results/.
@@ -40,8 +42,15 @@ case "${1:-}" in
         --out "$out/conv_$dtype.md"
     done
     ;;
+  modes)
+    python benchmarks/bench_inductor.py --device cuda --dtype bfloat16 --one-process --no-cold --no-bandwidth \
+      --repeat 3 --mode reduce-overhead --only mlp --only attention --only gpt2 --only mlp_train --timeout 280 \
+      --out "$out/inductor_cuda_bfloat16_reduce_overhead.md"
+    python benchmarks/bench_inductor.py --device cuda --dtype bfloat16 --one-process --no-cold --no-bandwidth \
+      --repeat 3 --mode max-autotune --only gpt2 --timeout 280 --out "$out/inductor_cuda_bfloat16_max_autotune.md"
+    ;;
   *)
-    echo "usage: bash benchmarks/gpu_session.sh bf16|fp32|decode|conv" >&2
+    echo "usage: bash benchmarks/gpu_session.sh bf16|fp32|decode|conv|modes" >&2
     exit 2
     ;;
 esac
