@@ -18,6 +18,7 @@ pytest.importorskip("triton", reason="triton is not installed (pip install trito
 import torchsmith  # noqa: E402
 from torchsmith.inductor import device_compilers as backend  # noqa: E402
 from torchsmith.inductor.gpu_pipeline import compile_graph_triton  # noqa: E402
+from torchsmith.inductor.runtime.input_derived import step_accesses  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 HEADS, SEQ, HEAD_DIM, DIM = 2, 16, 8, 16
@@ -174,3 +175,41 @@ def test_a_write_from_unchanging_inputs_happens_every_call(compiled_graphs):
             torch.testing.assert_close(step(x), reference(x))
             torch.testing.assert_close(module.cache, reference.cache)
     assert _inner(compiled_graphs[0]).folded_copies
+
+
+def test_transformers_llama_static_cache_writes_are_folded(compiled_graphs):
+    """transformers' Llama prefilling and decoding into its StaticCache: each layer computes the
+    cache positions again, after the rotary kernel would run; that kernel computes them itself."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, vocab_size=128,
+                                      max_position_embeddings=64)
+    model = transformers.LlamaForCausalLM(config).eval().to(DEVICE)
+    reference = copy.deepcopy(model)
+    caches = [transformers.StaticCache(config=config, max_cache_len=32) for _ in range(2)]
+
+    def step(m, cache, tokens, positions):
+        return m(tokens, past_key_values=cache, cache_position=positions, use_cache=True).logits
+
+    def chunk(m, cache, tokens, positions):  # its own code: compiled for its own sizes
+        return m(tokens, past_key_values=cache, cache_position=positions, use_cache=True).logits
+
+    compiled, compiled_chunk = (torchsmith.compile(f, options={"fallback": "raise"}) for f in (step, chunk))
+    with torch.no_grad():
+        # the prefill (which creates the caches inside its graph), a chunk of three positions
+        # (each element of the rotary kernel at its own position), then one position at a time
+        for start, length in [(0, 5), (5, 3), (8, 1), (9, 1), (10, 1)]:
+            tokens = torch.randint(0, 128, (1, length), device=DEVICE)
+            positions = torch.arange(start, start + length, device=DEVICE)
+            run = compiled_chunk if length == 3 else compiled
+            torch.testing.assert_close(run(model, caches[0], tokens, positions),
+                                       step(reference, caches[1], tokens, positions))
+    # the chunk's graph and the one-token step's: keys and values of each layer
+    for graph in compiled_graphs[1:]:
+        graph = _inner(graph)
+        assert len(graph.folded_copies) == 2 * config.num_hidden_layers
+        # and no kernel is left computing an index only the folded copies read
+        read = {view.buffer for view in graph.program.outputs} | {b.name for b in graph.program.inputs}
+        read |= {name for step in graph._steps for name in step_accesses(step)[0]}
+        assert all(set(what.spec.writes) & read for kind, what, _ in graph._steps if kind == "kernel")

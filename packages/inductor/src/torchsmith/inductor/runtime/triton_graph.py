@@ -187,8 +187,25 @@ class TritonCompiledGraph:
             if kind == "extern" and what.name in folded:
                 self._steps[k] = ("alias", calls[what.name], folded[what.name].target.buffer)
         self.folded_copies = sorted(folded)
+        self._drop_unread_kernels()
         log.info("graph %s: %d index_copy calls stored by the kernels computing their sources",
                  self.program.name, len(folded))
+
+    def _drop_unread_kernels(self) -> None:
+        """Drop the kernel steps whose results nothing reads any more (an index a folded copy's
+        kernel computes itself) and that write no graph input."""
+        inputs = {b.name for b in self.program.inputs}
+        read = {view.buffer for view in self.program.outputs}
+        for step in self._steps:
+            read |= step_accesses(step)[0]
+        dead = {k for k, step in enumerate(self._steps)
+                if step[0] == "kernel" and not (step_accesses(step)[1] & (read | inputs))}
+        if not dead:
+            return
+        kept = [k for k in range(len(self._steps)) if k not in dead]
+        moved = {old: new for new, old in enumerate(kept)}
+        self._steps = [self._steps[k] for k in kept]
+        self._kernel_step_of = {g: moved[k] for g, k in self._kernel_step_of.items() if k in moved}
 
     def _matches_signatures(self, inputs) -> bool:
         if self._signatures is None or len(inputs) != self.program.num_graph_inputs:

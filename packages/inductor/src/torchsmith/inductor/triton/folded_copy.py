@@ -20,6 +20,7 @@ import torch
 
 from torchsmith.inductor.loop_ir.program import (
     ComputedBuffer,
+    Expr,
     ExternCall,
     Load,
     LoopProgram,
@@ -28,6 +29,7 @@ from torchsmith.inductor.loop_ir.program import (
     TensorView,
     index_vars,
     loads,
+    map_indices,
 )
 from torchsmith.inductor.triton.group import drop_unit_vars
 
@@ -46,19 +48,35 @@ class FoldedCopy:
     target: TensorView
     dim: int
     index: TensorView
+    # The pointwise buffer computing the index, where the kernel computes it itself (a model that
+    # computes the positions again in every layer, after that layer's kernel would have run).
+    index_producer: ComputedBuffer | None = None
 
-    def store_index(self, buffer: ComputedBuffer) -> tuple[Load, sympy.Expr]:
-        """For element (i0, i1, ...) of `buffer` (the host): the load of its position along `dim`
-        from the index tensor, and its place in the target without that dim's term."""
+    def reads(self, members: set[str]) -> list[str]:
+        """The buffers the kernel reads for this copy, besides the members' own reads."""
+        if self.index_producer is None:
+            index = [self.index.buffer]
+        else:
+            index = [ld.buffer for ld in loads(self.index_producer.body.value)]
+        return index + ([self.source.buffer] if self.source.buffer not in members else [])
+
+    def store_index(self, buffer: ComputedBuffer) -> tuple[Expr, sympy.Expr]:
+        """For element (i0, i1, ...) of `buffer` (the host): its position along `dim` (the index
+        tensor's element, loaded or computed), and its place in the target without that dim's term."""
         variables = index_vars(len(buffer.layout.shape))
         units = drop_unit_vars(buffer)
         index = self.index
-        position = sympy.sympify(index.offset + variables[self.dim] * index.strides[0]).xreplace(units)
+        if self.index_producer is None:
+            place = sympy.sympify(index.offset + variables[self.dim] * index.strides[0]).xreplace(units)
+            position = Load(index.buffer, place, index.dtype)
+        else:  # a 1-d contiguous producer read whole: its element i0 is the copy's element along dim
+            bind = {index_vars(1)[0]: sympy.sympify(variables[self.dim]).xreplace(units)}
+            position = map_indices(self.index_producer.body.value, lambda e: sympy.sympify(e).xreplace(bind))
         rest = sum(
             (v * s for k, (v, s) in enumerate(zip(variables, self.target.strides)) if k != self.dim),
             sympy.sympify(self.target.offset),
         )
-        return Load(index.buffer, position, index.dtype), sympy.sympify(rest).xreplace(units)
+        return position, sympy.sympify(rest).xreplace(units)
 
     def source_load(self, buffer: ComputedBuffer) -> Load:
         """For element (i0, i1, ...) of the host `buffer`: the load of the same element of the
@@ -71,20 +89,19 @@ class FoldedCopy:
 
 def foldable_copies(program: LoopProgram, groups, in_place: dict, step_of: dict) -> list[FoldedCopy]:
     """The in-place `index_copy` calls (`in_place`: `{call name: op}`) a pointwise kernel can do,
-    with static sizes and a graph input as the index: where the source is a group member that
-    nothing else reads from memory, its kernel stores it into the target; other calls ride along
-    with such a kernel over the same elements that runs after their source is computed and before
-    the call (`step_of`: the runtime step computing each buffer)."""
+    with static sizes: where the source is a group member that nothing else reads from memory, its
+    kernel stores it into the target; other calls ride along with such a kernel over the same
+    elements. The kernel runs after the index (and a carried copy's source) is computed and before
+    the call (`step_of`: the runtime step computing each buffer; graph inputs have none)."""
     members = {b.name: k for k, group in enumerate(groups) for b in group}
     buffers = {b.name: b for b in program.buffers}
-    inputs = {b.name for b in program.inputs}
     outputs = {v.buffer for v in program.outputs}
     readers = _readers(program, members)
     own, others = [], []
     for call in program.buffers:
         if not (isinstance(call, ExternCall) and call.name in in_place and call.kernel == INDEX_COPY):
             continue
-        fold = _fold(call, inputs)
+        fold = _fold(call)
         if fold is None:
             continue
         name = fold.source.buffer
@@ -100,28 +117,56 @@ def foldable_copies(program: LoopProgram, groups, in_place: dict, step_of: dict)
             and readers.get(name, set()) == {call.name}
             and all(isinstance(b.body, Pointwise) for b in groups[members[name]])
         ):
-            own.append(fold)
+            fold = _index_ready(fold, name, buffers, members, step_of)
+            if fold is not None:
+                own.append(fold)
         else:
             others.append(fold)
     folds = list(own)
     for fold in others:
-        host = next((f.host for f in own if _carries(f, fold, buffers, step_of)), None)
-        if host is not None:
-            folds.append(replace(fold, host=host))
+        for host_fold in own:
+            carried = _carried(host_fold, fold, buffers, members, step_of)
+            if carried is not None:
+                folds.append(carried)
+                break
     return folds
 
 
-def _carries(own: FoldedCopy, fold: FoldedCopy, buffers: dict, step_of: dict) -> bool:
-    """Whether the kernel of `own`'s host can do `fold` too: the same elements, its source computed
-    before that kernel runs, and that kernel before `fold`'s call."""
+def _carried(own: FoldedCopy, fold: FoldedCopy, buffers: dict, members: dict, step_of: dict):
+    """`fold` done by the kernel of `own`'s host too, or None: it needs the same elements, its
+    source computed before that kernel runs, and that kernel before `fold`'s call."""
     host = buffers[own.host]
     if tuple(host.layout.shape) != tuple(fold.source.shape) or own.dim != fold.dim:
-        return False
-    kernel = step_of[own.host]
-    return step_of.get(fold.source.buffer, -1) < kernel < step_of[fold.call]
+        return None
+    if not _before(fold.source.buffer, own.host, step_of) or step_of[own.host] >= step_of[fold.call]:
+        return None
+    return _index_ready(replace(fold, host=own.host), own.host, buffers, members, step_of)
 
 
-def _fold(call: ExternCall, inputs: set) -> FoldedCopy | None:
+def _index_ready(fold: FoldedCopy, host: str, buffers: dict, members: dict, step_of: dict):
+    """`fold` with its index readable in `host`'s kernel: computed before it, or computed by that
+    kernel itself from its producer's expression (a pointwise 1-d buffer read whole, of buffers
+    computed before); None where neither holds."""
+    index = fold.index
+    if _before(index.buffer, host, step_of) and members.get(index.buffer) != members[host]:
+        return fold
+    producer = buffers.get(index.buffer)
+    if not isinstance(producer, ComputedBuffer) or not isinstance(producer.body, Pointwise):
+        return None
+    layout = producer.layout
+    if (tuple(layout.shape), tuple(layout.strides)) != (tuple(index.shape), (1,)) or index.strides != (1,):
+        return None
+    if index.offset != 0 or not all(_before(ld.buffer, host, step_of) for ld in loads(producer.body.value)):
+        return None
+    return replace(fold, index_producer=producer)
+
+
+def _before(buffer: str, host: str, step_of: dict) -> bool:
+    """Whether `buffer` is computed by a step before the kernel of `host` (a graph input always)."""
+    return step_of.get(buffer, -1) < step_of[host]
+
+
+def _fold(call: ExternCall) -> FoldedCopy | None:
     if len(call.args) != 3 or call.kwargs or len(call.params) != 4:
         return None
     first, dim, index_arg, source_arg = call.params
@@ -134,7 +179,7 @@ def _fold(call: ExternCall, inputs: set) -> FoldedCopy | None:
     if rank == 0 or len(source.shape) != rank or len(index.shape) != 1 or source.dtype != target.dtype:
         return None
     dim %= rank
-    if index.buffer not in inputs or index.dtype not in (torch.int64, torch.int32):
+    if index.dtype not in (torch.int64, torch.int32):
         return None
     dims = (
         *target.shape,

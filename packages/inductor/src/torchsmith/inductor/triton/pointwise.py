@@ -128,9 +128,7 @@ def emit_pointwise(
         raise CodegenError(f"pointwise group {[b.name for b in group]}: a folded copy needs a 1-d kernel")
     writes = tuple(b.name for b in group if b.name in stored) + tuple(f.target.buffer for f in folds)
     members = {b.name for b in group}
-    extra = [f.index.buffer for f in folds] + [
-        f.source.buffer for f in folds if f.source.buffer not in members
-    ]
+    extra = [name for f in folds for name in f.reads(members)]
     reads = tuple(dict.fromkeys([*(ld.buffer for ld in all_loads if ld.buffer not in members), *extra]))
     pointer_of = {n: f"out_{i}" for i, n in enumerate(writes)} | {n: f"in_{i}" for i, n in enumerate(reads)}
     params = [pointer_of[n] for n in writes + reads] + list(program.symbols)
