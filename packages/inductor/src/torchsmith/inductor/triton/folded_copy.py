@@ -169,10 +169,8 @@ def _before(buffer: str, host: str, step_of: dict) -> bool:
 def _fold(call: ExternCall) -> FoldedCopy | None:
     if len(call.args) != 3 or call.kwargs or len(call.params) != 4:
         return None
-    first, dim, index_arg, source_arg = call.params
-    if (first, index_arg, source_arg) != (TensorArg(0), TensorArg(1), TensorArg(2)) or not isinstance(
-        dim, int
-    ):
+    first, dim, *tensors = call.params
+    if not isinstance(dim, int) or (first, *tensors) != (TensorArg(0), TensorArg(1), TensorArg(2)):
         return None
     target, index, source = call.args
     rank = len(target.shape)
@@ -181,18 +179,8 @@ def _fold(call: ExternCall) -> FoldedCopy | None:
     dim %= rank
     if index.dtype not in (torch.int64, torch.int32):
         return None
-    dims = (
-        *target.shape,
-        *target.strides,
-        target.offset,
-        *source.shape,
-        *source.strides,
-        source.offset,
-        *index.shape,
-        *index.strides,
-        index.offset,
-    )
-    if not all(sympy.sympify(d).is_Integer for d in dims):
+    views = (target, source, index)
+    if not all(sympy.sympify(d).is_Integer for v in views for d in (*v.shape, *v.strides, v.offset)):
         return None
     if any(k != dim and a != b for k, (a, b) in enumerate(zip(target.shape, source.shape))):
         return None
