@@ -177,7 +177,7 @@ def _fold(call: ExternCall) -> FoldedCopy | None:
     if rank == 0 or len(source.shape) != rank or len(index.shape) != 1 or source.dtype != target.dtype:
         return None
     dim %= rank
-    if index.dtype not in (torch.int64, torch.int32):
+    if index.dtype != torch.int64:  # what index_copy takes (its positions scale strides in int64)
         return None
     views = (target, source, index)
     if not all(sympy.sympify(d).is_Integer for v in views for d in (*v.shape, *v.strides, v.offset)):
