@@ -4,6 +4,11 @@ trails torch.compile, this tells host-bound (Python per call) from slow kernels.
 
     python benchmarks/profile_workload.py bert --device cuda --dtype bfloat16
     python benchmarks/profile_workload.py mlp --systems torchsmith --top 15
+    python benchmarks/profile_workload.py decode --device cuda --dtype bfloat16 \
+        --systems torch.compile torchsmith torch.compile-default torchsmith-default
+
+`decode` is bench_decode.py's one-token step (its decoder, prefilled eagerly; mode="reduce-overhead"
+for torch.compile and torchsmith, mode="default" for the `-default` systems).
 
 Not part of `nox -s bench`: it prints tables to read, and writes nothing.
 """
@@ -64,16 +69,50 @@ def _print_python_profile(step, args) -> None:
     pstats.Stats(profiler).sort_stats(args.sort).print_stats(args.top)
 
 
-def profile_system(system: str, name: str, args) -> None:
+def _workload_step(system: str, name: str, args):
     workload = WORKLOADS[name]
-    gpu = args.device.startswith("cuda")
     torch.manual_seed(0)
-    module, inputs = workload.build(args.quick, gpu)
+    module, inputs = workload.build(args.quick, args.device.startswith("cuda"))
     dtype = getattr(torch, args.dtype)
     module = module.to(device=args.device, dtype=dtype).train(workload.train)
     inputs = [x.to(args.device, dtype if x.is_floating_point() else x.dtype) for x in inputs]
     probe = TorchsmithProbe("inductor", args.device) if system == "torchsmith" else None
-    step = make_step(workload.train, module, make_system(system, module, probe), inputs)
+    return make_step(workload.train, module, make_system(system, module, probe), inputs)
+
+
+def _decode_step(system: str, args):
+    """bench_decode.py's one-token step after an eager prefill, at one position every call."""
+    from bench_decode import QUICK, DecoderConfig, build, compile_with
+
+    config = QUICK if args.quick else DecoderConfig()
+    model = build(config, args.device, getattr(torch, args.dtype))
+    prompt = 16 if args.quick else 1024
+    tokens = torch.randint(0, config.vocab, (1, prompt + 1), generator=torch.Generator().manual_seed(1))
+    tokens, positions = tokens.to(args.device), torch.arange(config.max_seq, device=args.device)
+    with torch.no_grad():
+        model(tokens[:, :prompt], positions[:prompt])
+    compiled = compile_with(system, model)
+    token, position = tokens[:, prompt:prompt + 1], positions[prompt:prompt + 1]
+
+    def step():
+        with torch.no_grad():
+            return compiled(token, position)
+
+    return step
+
+
+def _device_summary(averages, calls: int) -> str:
+    """Kernel launches and device time per call, from the profiler's CUDA events."""
+    cuda = torch.autograd.DeviceType.CUDA
+    kernels = [a for a in averages if getattr(a, "device_type", None) == cuda]
+    launches = sum(a.count for a in kernels) / calls
+    device_us = sum(getattr(a, "self_device_time_total", 0) for a in kernels) / calls
+    return f"{launches:.0f} kernel launches and {device_us / 1e3:.3f} ms of device time per call"
+
+
+def profile_system(system: str, name: str, args) -> None:
+    gpu = args.device.startswith("cuda")
+    step = _decode_step(system, args) if name == "decode" else _workload_step(system, name, args)
     for _ in range(args.warmup):
         step()
     if args.find_syncs and gpu:
@@ -92,12 +131,13 @@ def profile_system(system: str, name: str, args) -> None:
     averages = prof.key_averages()
     print(averages.table(sort_by="self_cpu_time_total", row_limit=args.top))
     if gpu:
+        print(_device_summary(averages, args.calls))
         print(averages.table(sort_by="self_cuda_time_total", row_limit=args.top))
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("workload", choices=list(WORKLOADS))
+    parser.add_argument("workload", choices=[*WORKLOADS, "decode"])
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     parser.add_argument("--systems", nargs="+", default=["eager", "torch.compile", "torchsmith"])
@@ -109,7 +149,7 @@ def main(argv=None) -> None:
     parser.add_argument("--find-syncs", action="store_true", help="the first call that waits for the GPU")
     parser.add_argument("--quick", action="store_true", help="the workload's tiny sizes")
     args = parser.parse_args(argv)
-    if "torchsmith" in args.systems:
+    if any(system.startswith("torchsmith") for system in args.systems):
         print(f"native extensions: {prepare_native()}")  # as the benchmarks time it
     for system in args.systems:
         profile_system(system, args.workload, args)
