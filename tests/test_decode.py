@@ -94,3 +94,17 @@ def test_reduce_overhead_decode_replays_one_cuda_graph_writing_the_caches(monkey
     assert len(runners) == 1 and runners[0].recordings == 1 and runners[0].replays == 7
     assert len(runners[0].written_back) == 2 * QUICK.layers
 
+
+
+def test_profile_script_profiles_a_decode_step(capsys, monkeypatch):
+    """benchmarks/profile_workload.py's decode pseudo-workload (what a GPU session profiles) runs
+    its quick form here: host time per call and the profiler's table for each system."""
+    import profile_workload
+
+    # the extensions as this process has them: the script would point TORCHSMITH_NATIVE_DIR at the
+    # user's folder for every later test
+    monkeypatch.setattr(profile_workload, "prepare_native", lambda: {})
+    profile_workload.main(["decode", "--quick", "--systems", "eager", "torchsmith-default", "--calls", "2", "--top", "3"])
+    out = capsys.readouterr().out
+    assert "=== decode / eager:" in out and "=== decode / torchsmith-default:" in out
+    assert out.count("Self CPU time total") == 2
