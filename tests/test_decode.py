@@ -104,7 +104,7 @@ def test_profile_script_profiles_a_decode_step(capsys, monkeypatch):
     # the extensions as this process has them: the script would point TORCHSMITH_NATIVE_DIR at the
     # user's folder for every later test
     monkeypatch.setattr(profile_workload, "prepare_native", lambda: {})
-    profile_workload.main(["decode", "--quick", "--systems", "eager", "torchsmith-default", "--calls", "2", "--top", "3"])
+    profile_workload.main(["decode", "--quick", "--systems", "eager", "torchsmith-default", "--calls", "2"])
     out = capsys.readouterr().out
     assert "=== decode / eager:" in out and "=== decode / torchsmith-default:" in out
     assert out.count("Self CPU time total") == 2
