@@ -82,3 +82,19 @@ def test_triton_graph_returns_sizes_as_ints():
     for n in (6, 10):
         args = inputs(n, device)
         assert_same_outputs(compiled(*args), interpret(graph, *args))
+
+
+def test_lent_outputs_are_counted_among_the_tensor_outputs():
+    """`lend_outputs` names graph outputs; the tensor graph under it (CUDA graphs) counts only its
+    tensor outputs, so graph output 4 is its output 2, and a size output is nobody's to lend."""
+    _, sizes = split_size_outputs(sizes_graph())
+
+    class Tensors:
+        lent = None
+
+        def lend_outputs(self, positions):
+            self.lent = list(positions)
+
+    tensors = Tensors()
+    sizes.wrap(tensors).lend_outputs([3, 4])
+    assert tensors.lent == [2]

@@ -201,6 +201,68 @@ def test_cuda_graph_writes_back_into_the_input_itself():
     assert runner.recordings == 1 and runner.replays == 3
 
 
+@pytest.mark.skipif(not ON_GPU, reason="CUDA graphs need a GPU")
+def test_cuda_graph_lends_outputs_while_no_earlier_one_is_held():
+    """Lent outputs are the recording's memory itself; a call made while an earlier lent result is
+    still held runs without replaying (into fresh memory), so that result keeps its values."""
+    runner = cudagraphify(lambda x: [x.sum(), x * 2])
+    runner.lend_outputs([1])
+    runner(randn(64))  # the first call of a signature runs without recording
+    x = randn(64)
+    total, doubled = runner(x)
+    assert runner.recordings == 1 and runner.replays == 1
+    (recording,) = runner.signatures[0].recordings
+    assert doubled.data_ptr() == recording.outputs[1].data_ptr()  # no copy
+    y = randn(64)
+    _, held = runner(y)  # `doubled` is still held: no replay
+    assert runner.replays == 1 and held.data_ptr() != doubled.data_ptr()
+    torch.testing.assert_close(doubled, x * 2)
+    torch.testing.assert_close(held, y * 2)
+    del doubled, held
+    z = randn(64)
+    total, doubled = runner(z)  # nothing held: replays again
+    assert runner.replays == 2
+    torch.testing.assert_close(doubled, z * 2)
+    torch.testing.assert_close(total, z.sum())
+
+
+@pytest.mark.skipif(not ON_GPU, reason="CUDA graphs need a GPU")
+def test_reduce_overhead_training_lends_saved_values_and_accumulates_gradients():
+    """A training step under mode="reduce-overhead": the forward's saved activations are lent, not
+    copied, and two forwards before their backwards (gradient accumulation) give eager's gradients."""
+    import copy
+
+    import torchsmith
+    from torchsmith.inductor_backend import inductor_backend
+
+    functions = []
+
+    def backend(graph, example_inputs, options=None):
+        functions.append(inductor_backend(graph, example_inputs, options))
+        return functions[-1]
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 8)).to(DEVICE)
+    reference = copy.deepcopy(model)
+    compiled = torchsmith.compile(model, backend=backend, options={"triton.cudagraphs": True})
+    batches = [randn(16, 32) for _ in range(8)]
+    for step in range(3):  # plain steps: forward, backward
+        for m, f in ((model, compiled), (reference, reference)):
+            m.zero_grad(set_to_none=True)
+            f(batches[step]).square().mean().backward()
+        for p, q in zip(model.parameters(), reference.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+    for m, f in ((model, compiled), (reference, reference)):  # accumulation: two forwards, then backwards
+        m.zero_grad(set_to_none=True)
+        first, second = f(batches[4]).square().mean(), f(batches[5]).abs().mean()
+        second.backward()
+        first.backward()
+    for p, q in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+    runners = [p.forward_fn for f in functions for p in f.programs.values() if p.is_training]
+    assert runners and all(r.lent and r.replays for r in runners)
+
+
 def test_matmul_consumer_runs_as_the_template_epilogue(monkeypatch):
     from torchsmith.inductor.triton import mm_epilogue as triton_mm_epilogue
 

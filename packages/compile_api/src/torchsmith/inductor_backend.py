@@ -94,6 +94,7 @@ def inductor_backend(graph: Graph, example_inputs, options: dict | None = None) 
         check_backward=check_backward if raising else None,
     )
     write_back_in_place(function)
+    lend_saved_outputs(function)
     return function
 
 
@@ -110,6 +111,18 @@ def write_back_in_place(function) -> None:
         if program.mutated_inputs:
             first = program.traced.num_outputs
             hint({first + j: k for j, k in enumerate(program.mutated_inputs)})
+
+
+def lend_saved_outputs(function) -> None:
+    """Tell the compiled forward of each training program which of its outputs only its backward
+    reads (the saved values after the user's outputs), where the forward takes that hint: CUDA
+    graphs then hand those out without copying them (`cuda_graphs.CudaGraphRunner.lend_outputs`)."""
+    for program in function.programs.values():
+        hint = getattr(program.forward_fn, "lend_outputs", None)
+        if hint is None or not program.is_training:
+            continue
+        first = program.traced.num_outputs + len(program.mutated_inputs)
+        hint(range(first, len(program.forward_graph.outputs)))
 
 
 def pipeline_text() -> str:

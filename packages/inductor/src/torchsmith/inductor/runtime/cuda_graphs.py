@@ -18,6 +18,12 @@ back into an input (functionalized in-place updates): the recording writes them 
 itself and the call returns the input, so the caller's `input.copy_(input)` costs nothing and no
 copy of the whole tensor is made.
 
+`lend_outputs(positions)` names outputs only the caller's backward reads (a training forward's saved
+activations): those are returned as the recording's own memory, not copied. A replay overwrites that
+memory, so it is made only while no earlier result lent out is still held (autograd lets saved
+tensors go after the backward); while one is (two forwards before a backward), the call runs the
+graph without replaying, into fresh memory.
+
 A graph about to be recorded stops reusing values it computed from unchanging inputs on earlier
 calls (`input_derived`): the recording holds those kernels, so a replay after a parameter changed
 in place computes them from its new values.
@@ -60,9 +66,19 @@ class _Recording:
     in_place: tuple  # (position, address) of each input the graph reads where it lies
     copied: tuple  # (position, static tensor) of each input copied before a replay
     outputs: list  # the recording's outputs; None where the output is written back into an input
+    lent: tuple  # (position, uses of its storage with none lent out) of each output returned as it is
 
     def serves(self, inputs) -> bool:
         return all(inputs[k].data_ptr() == address for k, address in self.in_place)
+
+    def lent_out_held(self) -> bool:
+        """Whether a tensor an earlier replay lent out still reads the recording's memory."""
+        return any(_uses(self.outputs[j]) > idle for j, idle in self.lent)
+
+
+def _uses(tensor: torch.Tensor) -> int:
+    """How many tensors (and storage objects) hold `tensor`'s storage."""
+    return torch._C._storage_Use_Count(tensor.untyped_storage()._cdata)
 
 
 @dataclass
@@ -88,6 +104,7 @@ class CudaGraphRunner:
         self.compiled = compiled
         self.mutated_inputs = tuple(mutated_inputs)
         self.written_back = dict(written_back or {})
+        self.lent = frozenset()
         self._signatures: dict[tuple, _Signature] = {}
         self._pool = None
         self.skipped: str | None = None
@@ -107,6 +124,12 @@ class CudaGraphRunner:
         inner = getattr(self.compiled, "write_back_into_inputs", None)
         if inner is not None:  # the graph itself may then compute them in the inputs
             inner(written_back)
+
+    def lend_outputs(self, positions) -> None:
+        """Return the outputs at `positions` as the recording's own memory instead of copies (see the
+        module docstring): outputs nothing but the caller's backward reads."""
+        self.lent = frozenset(positions)
+        self._signatures.clear()
 
     @property
     def recordings(self) -> int:
@@ -137,11 +160,14 @@ class CudaGraphRunner:
         if recording is None:
             recording = self._record(inputs, signature)
             signature.recordings.append(recording)
+        elif recording.lent and recording.lent_out_held():
+            return self.compiled(*inputs)  # a replay would overwrite a result still held
         for k, static in recording.copied:
             static.copy_(inputs[k])
         recording.graph.replay()
         self.replays += 1
-        return [inputs[self.written_back[j]] if out is None else out.clone()
+        lent = {j for j, _ in recording.lent}
+        return [inputs[self.written_back[j]] if out is None else out.detach() if j in lent else out.clone()
                 for j, out in enumerate(recording.outputs)]
 
     def _record(self, inputs, signature: _Signature) -> _Recording:
@@ -183,7 +209,15 @@ class CudaGraphRunner:
             "recorded a CUDA graph for %s (%d inputs read in place, %d copied; %d recordings)",
             _name(self.compiled), len(in_place), len(copied), self.recordings + 1,
         )
-        return _Recording(graph, tuple(in_place), tuple(copied), outputs)
+        return _Recording(graph, tuple(in_place), tuple(copied), outputs, self._lendable(inputs, outputs))
+
+    def _lendable(self, inputs, outputs) -> tuple:
+        """(position, idle uses) of the outputs to lend out: those named by `lend_outputs` whose
+        memory is the recording's own (an output sharing an input's memory is copied as before)."""
+        held = {x.untyped_storage().data_ptr() for x in inputs if isinstance(x, torch.Tensor)}
+        lendable = [j for j in self.lent if j < len(outputs) and isinstance(outputs[j], torch.Tensor)]
+        return tuple((j, _uses(outputs[j])) for j in sorted(lendable)
+                     if outputs[j].untyped_storage().data_ptr() not in held)
 
     def _writable(self, inputs, outputs) -> dict:
         """`written_back`, or nothing when another output shares memory with an input written

@@ -75,6 +75,14 @@ class WithSizeOutputs:
     def __call__(self, *inputs) -> list:
         return self.sizes.values(inputs, self.compiled(*inputs))
 
+    def lend_outputs(self, positions) -> None:
+        """The tensor graph's `lend_outputs` (CUDA graphs), with the graph's output positions
+        counted among its tensor outputs."""
+        lend = getattr(self.compiled, "lend_outputs", None)
+        tensors = [p for p, how in enumerate(self.sizes.outputs) if how is None]
+        if lend is not None:
+            lend([tensors.index(p) for p in positions if p in tensors])
+
 
 def _symbol_reads(graph: Graph, names: set[str]) -> tuple | None:
     """For each symbol in `names`, an input whose size (or value) it is, or None if one has none."""
