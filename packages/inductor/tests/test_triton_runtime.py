@@ -201,6 +201,26 @@ def test_cuda_graph_writes_back_into_the_input_itself():
     assert runner.recordings == 1 and runner.replays == 3
 
 
+def test_lent_outputs_count_as_held_while_any_alias_of_them_lives():
+    """The bookkeeping behind lending, on any device: an output is lendable unless it is an input's
+    memory, and counts as held while a tensor made from it (an alias, a view) is alive."""
+    from torchsmith.inductor.runtime.cuda_graphs import CudaGraphRunner, _Recording
+
+    runner = CudaGraphRunner(lambda x: [x])
+    runner.lend_outputs([0, 1, 2])
+    x = torch.ones(4)
+    outputs = [torch.zeros(4), x, torch.zeros(2, 2)]  # output 1 is the input itself
+    recording = _Recording(None, (), (), outputs, runner._lendable([x], outputs))
+    assert [j for j, _ in recording.lent] == [0, 2] and not recording.lent_out_held()
+    alias = outputs[0].detach()
+    assert recording.lent_out_held()
+    del alias
+    row = outputs[2][0]  # a view keeps the memory too
+    assert recording.lent_out_held()
+    del row
+    assert not recording.lent_out_held()
+
+
 @pytest.mark.skipif(not ON_GPU, reason="CUDA graphs need a GPU")
 def test_cuda_graph_lends_outputs_while_no_earlier_one_is_held():
     """Lent outputs are the recording's memory itself; a call made while an earlier lent result is
