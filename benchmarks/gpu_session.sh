@@ -9,6 +9,10 @@
 #   bash benchmarks/gpu_session.sh conv     # conv_bn_relu and resnet_stack in both dtypes, 5 rounds
 #   bash benchmarks/gpu_session.sh modes    # bf16 MLP, attention, GPT-2, MLP training in reduce-overhead,
 #                                           # GPT-2 in max-autotune (the other two modes)
+#   bash benchmarks/gpu_session.sh cold     # bf16 cold first calls in fresh processes: the training steps,
+#                                           # GPT-2 and the Llama prefill (empty caches each)
+#   bash benchmarks/gpu_session.sh tests    # the test files whose cases need a GPU (CUDA graphs, fused
+#                                           # attention, Triton kernels compiled for real)
 #
 # One measuring process per suite (--one-process): its first calls stand in for cold compiles in a
 # started process. Each part prints where its files are; copy them into benchmarks/results/.
@@ -49,8 +53,20 @@ case "${1:-}" in
     python benchmarks/bench_inductor.py --device cuda --dtype bfloat16 --one-process --no-cold --no-bandwidth \
       --repeat 3 --mode max-autotune --only gpt2 --timeout 280 --out "$out/inductor_cuda_bfloat16_max_autotune.md"
     ;;
+  cold)
+    python benchmarks/bench_inductor.py --device cuda --dtype bfloat16 --one-process --no-bandwidth --repeat 1 \
+      --only mlp_train --only encoder_train --only gpt2 --only llama_prefill --timeout 120 \
+      --out "$out/inductor_cuda_bfloat16_cold.md"
+    ;;
+  tests)
+    python -m pytest -q -p no:cacheprovider -x packages/inductor/tests/test_triton_runtime.py \
+      packages/inductor/tests/test_in_place_updates.py packages/inductor/tests/test_buffer_reuse.py \
+      packages/inductor/tests/test_input_derived.py packages/autograd_aot/tests/test_cuda_training_attention.py \
+      packages/compile_api/tests/test_cuda_attention.py tests/test_decode.py tests/test_folded_copy.py \
+      2>&1 | tee "$out/gpu_tests.txt" | tail -20
+    ;;
   *)
-    echo "usage: bash benchmarks/gpu_session.sh bf16|fp32|decode|conv|modes" >&2
+    echo "usage: bash benchmarks/gpu_session.sh bf16|fp32|decode|conv|modes|cold|tests" >&2
     exit 2
     ;;
 esac
