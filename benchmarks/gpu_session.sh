@@ -59,11 +59,19 @@ case "${1:-}" in
       --out "$out/inductor_cuda_bfloat16_cold.md"
     ;;
   tests)
-    python -m pytest -q -p no:cacheprovider -x packages/inductor/tests/test_triton_runtime.py \
-      packages/inductor/tests/test_in_place_updates.py packages/inductor/tests/test_buffer_reuse.py \
-      packages/inductor/tests/test_input_derived.py packages/autograd_aot/tests/test_cuda_training_attention.py \
-      packages/compile_api/tests/test_cuda_attention.py tests/test_decode.py tests/test_folded_copy.py \
-      2>&1 | tee "$out/gpu_tests.txt" | tail -20
+    # every test file with cases that run only on a GPU (`grep -l "cuda.is_available" ...`)
+    python -m pytest -q -p no:cacheprovider \
+      packages/inductor/tests/test_triton_runtime.py packages/inductor/tests/test_in_place_updates.py \
+      packages/inductor/tests/test_buffer_reuse.py packages/inductor/tests/test_input_derived.py \
+      packages/inductor/tests/test_conv_fold.py packages/inductor/tests/test_triton_wide_reductions.py \
+      packages/inductor/tests/test_complex_values.py packages/inductor/tests/test_aligned_columns.py \
+      packages/inductor/tests/test_bias_matmul.py packages/inductor/tests/test_sink.py \
+      packages/inductor/tests/test_triton_workers.py packages/inductor/tests/test_triton_kernels.py \
+      packages/inductor/tests/test_triton_row_blocks.py packages/inductor/tests/test_lowerings_scan.py \
+      packages/inductor/tests/test_size_outputs.py packages/autograd_aot/tests/test_cuda_training_attention.py \
+      packages/autograd_aot/tests/test_models.py packages/capture/tests/test_cuda.py \
+      packages/prims/tests/test_cuda.py packages/compile_api/tests/test_cuda_attention.py \
+      tests/test_decode.py tests/test_folded_copy.py 2>&1 | tee "$out/gpu_tests.txt" | tail -20
     ;;
   *)
     echo "usage: bash benchmarks/gpu_session.sh bf16|fp32|decode|conv|modes|cold|tests" >&2
