@@ -204,7 +204,7 @@ def test_cuda_graph_writes_back_into_the_input_itself():
 def test_lent_outputs_count_as_held_while_any_alias_of_them_lives():
     """The bookkeeping behind lending, on any device: an output is lendable unless it is an input's
     memory, and counts as held while a tensor made from it (an alias, a view) is alive."""
-    from torchsmith.inductor.runtime.cuda_graphs import CudaGraphRunner, _Recording
+    from torchsmith.inductor.runtime.cuda_graphs import _LENT_STORAGES, CudaGraphRunner, _Recording
 
     runner = CudaGraphRunner(lambda x: [x])
     runner.lend_outputs([0, 1, 2])
@@ -212,6 +212,8 @@ def test_lent_outputs_count_as_held_while_any_alias_of_them_lives():
     outputs = [torch.zeros(4), x, torch.zeros(2, 2)]  # output 1 is the input itself
     recording = _Recording(None, (), (), outputs, runner._lendable([x], outputs))
     assert [j for j, _ in recording.lent] == [0, 2] and not recording.lent_out_held()
+    lent = {outputs[j].untyped_storage().data_ptr() for j in (0, 2)}
+    assert lent <= _LENT_STORAGES
     alias = outputs[0].detach()
     assert recording.lent_out_held()
     del alias
@@ -279,8 +281,13 @@ def test_reduce_overhead_training_lends_saved_values_and_accumulates_gradients()
         first.backward()
     for p, q in zip(model.parameters(), reference.parameters()):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
-    runners = [p.forward_fn for f in functions for p in f.programs.values() if p.is_training]
-    assert runners and all(r.lent and r.replays for r in runners)
+    programs = [p for f in functions for p in f.programs.values() if p.is_training]
+    assert programs and all(p.forward_fn.lent and p.forward_fn.replays for p in programs)
+    for program in programs:  # the backward reads the lent activations where they lie
+        forward = program.forward_fn.signatures[0].recordings[0]
+        backward = program._backward_fn.signatures[0].recordings[0]
+        read_in_place = {address for _, address in backward.in_place}
+        assert all(forward.outputs[j].data_ptr() in read_in_place for j, _ in forward.lent)
 
 
 def test_matmul_consumer_runs_as_the_template_epilogue(monkeypatch):

@@ -22,7 +22,8 @@ copy of the whole tensor is made.
 activations): those are returned as the recording's own memory, not copied. A replay overwrites that
 memory, so it is made only while no earlier result lent out is still held (autograd lets saved
 tensors go after the backward); while one is (two forwards before a backward), the call runs the
-graph without replaying, into fresh memory.
+graph without replaying, into fresh memory. A graph recorded with lent tensors among its inputs
+(the backward) reads them in place: they come at the same address every step.
 
 A graph about to be recorded stops reusing values it computed from unchanging inputs on earlier
 calls (`input_derived`): the recording holds those kernels, so a replay after a parameter changed
@@ -43,6 +44,11 @@ log = logging.getLogger("torchsmith.inductor.cudagraphs")
 # Recordings per input signature whose inputs read in place sit at other addresses; past this
 # many, a recording copies every tensor input and serves any address.
 MAX_ADDRESS_VARIANTS = 4
+# Storages that recordings lend out (their own memory, at one address for as long as they live):
+# another graph reading one (a backward reading its forward's saved activations) reads it in place
+# from its first recording on, though the previous call passed other tensors. A stale entry only
+# makes an input read in place, which `_Recording.serves` checks on every call.
+_LENT_STORAGES: set[int] = set()
 
 
 def skip_reason(inputs, mutated_inputs=()) -> str | None:
@@ -179,7 +185,8 @@ class CudaGraphRunner:
             if not isinstance(x, torch.Tensor):
                 continue
             # An input written back must be the caller's own tensor: the recording writes into it.
-            if k in written or (stable and addresses[k] == signature.addresses[k]):
+            lent = x.untyped_storage().data_ptr() in _LENT_STORAGES
+            if k in written or (stable and (lent or addresses[k] == signature.addresses[k])):
                 in_place.append((k, x.data_ptr()))
             else:
                 static = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device)
@@ -216,8 +223,10 @@ class CudaGraphRunner:
         memory is the recording's own (an output sharing an input's memory is copied as before)."""
         held = {x.untyped_storage().data_ptr() for x in inputs if isinstance(x, torch.Tensor)}
         lendable = [j for j in self.lent if j < len(outputs) and isinstance(outputs[j], torch.Tensor)]
-        return tuple((j, _uses(outputs[j])) for j in sorted(lendable)
+        lent = tuple((j, _uses(outputs[j])) for j in sorted(lendable)
                      if outputs[j].untyped_storage().data_ptr() not in held)
+        _LENT_STORAGES.update(outputs[j].untyped_storage().data_ptr() for j, _ in lent)
+        return lent
 
     def _writable(self, inputs, outputs) -> dict:
         """`written_back`, or nothing when another output shares memory with an input written
