@@ -20,6 +20,7 @@ from torchsmith.inductor.device_compilers import (
     with_input_strides,
 )
 from torchsmith.inductor.errors import InductorError
+from torchsmith.inductor.host_inputs import move_host_inputs, moved
 from torchsmith.inductor.lowering.fallback import lower_fallback
 from torchsmith.inductor.lowering.lower import LOWERINGS, register_lowering
 from torchsmith.ir import Graph, lookup_op
@@ -81,6 +82,8 @@ def inductor_backend(graph: Graph, example_inputs, options: dict | None = None) 
         >>> compiled = inductor_backend(graph, [x, w])   # doctest: +SKIP
         >>> (y,) = compiled(x, w)                         # doctest: +SKIP
     """
+    host = move_host_inputs(graph)
+    graph, example_inputs = host.graph, moved(example_inputs, host.positions, host.device)
     prepare_device(check_supported(graph))
     # With the default fallback a backward the inductor refuses runs as eager ops (one warning), so
     # checking it up front would only cost a second lowering of the backward; with
@@ -95,7 +98,21 @@ def inductor_backend(graph: Graph, example_inputs, options: dict | None = None) 
     )
     write_back_in_place(function)
     lend_saved_outputs(function)
-    return function
+    return HostInputsMoved(function, host.positions, host.device) if host.positions else function
+
+
+class HostInputsMoved:
+    """A compiled function whose graph reads some cpu inputs on its device (`host_inputs`): each call
+    moves them there first."""
+
+    def __init__(self, function, positions: tuple[int, ...], device: str):
+        self.function, self.positions, self.device = function, positions, device
+
+    def __call__(self, *inputs):
+        return self.function(*moved(inputs, self.positions, self.device))
+
+    def __getattr__(self, name):
+        return getattr(self.function, name)
 
 
 def write_back_in_place(function) -> None:
