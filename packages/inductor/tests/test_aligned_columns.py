@@ -60,16 +60,29 @@ def test_aligned_mm_is_the_product_with_padded_rows(transposed):
     torch.testing.assert_close(got, torch.mm(a, b))
 
 
+def _cases(make, inputs):
+    """(compiled, graph, inputs, tolerance) for the C++ backend on the CPU in float32, and for the Triton
+    backend: its interpreter on the CPU, or on a GPU its kernels in bfloat16 (the dtype that takes
+    the padded path there, the forced condition then agreeing with the real one)."""
+    graph = make(torch.float32, "cpu")
+    cases = [(compile_graph(graph, inputs), graph, inputs, 1e-4)]
+    if torch.cuda.is_available():
+        graph, inputs = make(torch.bfloat16, "cuda:0"), [x.to("cuda", torch.bfloat16) for x in inputs]
+        cases.append((compile_graph_triton(graph, inputs), graph, inputs, 3e-2))
+    else:
+        cases.append((compile_graph_triton(graph, inputs), graph, inputs, 1e-4))
+    return cases
+
+
 def test_padded_results_compute_eagers_values(monkeypatch):
-    """The padded call on the CPU (C++ and the Triton interpreter), where the condition is forced:
-    kernels read the padded rows, the graph output is dense."""
+    """The padded call, with the condition forced on the CPU: kernels read the padded rows, the
+    graph output is dense."""
     monkeypatch.setattr(library, "needs_aligned_columns", lambda t: t.rank == 2 and t.shape[1] == VOCAB)
-    graph = _head(torch.float32, "cpu")
     inputs = [torch.randn(16, 32), torch.randn(VOCAB, 32)]
-    for compiled in (compile_graph(graph, inputs), compile_graph_triton(graph, inputs)):
+    for compiled, graph, args, tolerance in _cases(_head, inputs):
         assert _matmuls(compiled.program) == [("extern.aligned_mm", (1032, 1))]
-        assert_matches_eager(compiled, graph, *inputs, rtol=1e-4, atol=1e-4)
-        assert compiled(*inputs)[1].is_contiguous()  # a graph output has eager's layout
+        assert_matches_eager(compiled, graph, *args, rtol=tolerance, atol=tolerance)
+        assert compiled(*args)[1].is_contiguous()  # a graph output has eager's layout
 
 
 def _logits(dtype, device, bias: bool, rows=library.MIN_DENSE_ROWS, vocab=VOCAB, width=32):
@@ -108,13 +121,13 @@ def test_few_rows_keep_the_library_product_and_a_copy():
 def test_dense_outputs_compute_eagers_values(monkeypatch, bias):
     """Forced on the CPU as above: the product written dense is the graph output itself."""
     monkeypatch.setattr(library, "needs_aligned_columns", lambda t: t.rank == 2 and t.shape[1] == VOCAB)
-    graph = _logits(torch.float32, "cpu", bias)
     inputs = [torch.randn(library.MIN_DENSE_ROWS, 32), torch.randn(VOCAB, 32), torch.randn(VOCAB)]
-    for compiled in (compile_graph(graph, inputs), compile_graph_triton(graph, inputs)):
+    make = lambda dtype, device: _logits(dtype, device, bias)  # noqa: E731
+    for compiled, graph, args, tolerance in _cases(make, inputs):
         if not bias:  # (a bias add stays a loop writing the output: it needs no copy either)
             assert _kernels(compiled.program) == ["extern.dense_mm"]
-        assert_matches_eager(compiled, graph, *inputs, rtol=1e-4, atol=1e-4)
-        assert compiled(*inputs)[0].is_contiguous()
+        assert_matches_eager(compiled, graph, *args, rtol=tolerance, atol=tolerance)
+        assert compiled(*args)[0].is_contiguous()
 
 
 @pytest.mark.parametrize("bias", [False, True])

@@ -54,10 +54,11 @@ def test_addmm_value_read_twice_is_still_one_call():
 
 
 def test_compiled_half_linear_equals_eagers_addmm():
-    """On the CPU through the GPU pipeline (Triton's interpreter here): eager's rounding exactly."""
-    graph = _linear(torch.bfloat16, "cpu")
+    """Through the GPU pipeline (on the CPU, Triton's interpreter): eager's rounding exactly."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    graph = _linear(torch.bfloat16, device)
     torch.manual_seed(0)
-    x, w, bias = torch.randn(16, 32).bfloat16(), torch.randn(48, 32).bfloat16(), torch.randn(48).bfloat16()
+    x, w, bias = (torch.randn(*shape, device=device).bfloat16() for shape in ((16, 32), (48, 32), (48,)))
     compiled = compile_graph_triton(graph, [x, w, bias])
     assert _externs(compiled.program) == ["extern.addmm"]
     assert torch.equal(compiled(x, w, bias)[0], torch.relu(torch.addmm(bias, x, w.t())))

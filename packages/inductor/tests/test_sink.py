@@ -12,7 +12,7 @@ from torchsmith.inductor.lowering.sink import sink_extern_inputs, sink_output_ex
 from torchsmith.inductor.testing import assert_matches_eager, make_graph
 
 
-def gelu_backward_graph():
+def gelu_backward_graph(device="cpu"):
     """What autograd's backward of `gelu(pre) @ w` makes: the GELU output recomputed first, the
     input gradient's matmul, the weight gradient's matmul reading the recompute, then the GELU's
     backward reading the input gradient and `pre` again."""
@@ -24,7 +24,7 @@ def gelu_backward_graph():
         return b.op("aten.gelu_backward.default", grad_in, pre), grad_w
 
     f32 = torch.float32
-    types = {"pre": ((64, 32), f32), "grad": ((64, 16), f32), "w": ((16, 32), f32)}
+    types = {"pre": ((64, 32), f32, device), "grad": ((64, 16), f32, device), "w": ((16, 32), f32, device)}
     return make_graph("gelu_backward", types, body)
 
 
@@ -63,11 +63,12 @@ def test_sunk_program_compiles_to_the_same_values(monkeypatch):
     from torchsmith.inductor.gpu_pipeline import compile_graph_triton
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    graph = gelu_backward_graph()
-    inputs = [torch.randn(64, 32), torch.randn(64, 16), torch.randn(16, 32)]
+    graph = gelu_backward_graph(device)
+    inputs = [torch.randn(64, 32, device=device), torch.randn(64, 16, device=device),
+              torch.randn(16, 32, device=device)]
     compiled = compile_graph_triton(graph, inputs)
     assert sum(1 for _ in compiled.kernels) == 1
-    assert_matches_eager(compiled, graph, *[x.to(device) for x in inputs], atol=1e-5, rtol=1e-4)
+    assert_matches_eager(compiled, graph, *inputs, atol=1e-5, rtol=1e-4)
 
 
 def linear_backward_graph():
