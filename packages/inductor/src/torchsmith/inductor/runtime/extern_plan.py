@@ -235,8 +235,10 @@ def fresh_library_call(call: ExternCall):
     """`(function, flat parameters)` of a call to a function of `FRESH_RESULT_FUNCTIONS` with tensor
     arguments and constants only (`_flat_params`: `(True, k)` for argument k, `(False, value)`);
     None for any other call."""
+    if not plannable(call) or call.kernel not in FRESH_RESULT_FUNCTIONS or call.kwargs:
+        return None
     fn = kernel_function(call.kernel)
-    if not plannable(call) or _fresh_result_function(call.kernel) is not fn or call.kwargs:
+    if _fresh_result_function(call.kernel) is not fn:
         return None
     lists_untouched = isinstance(fn, types.BuiltinFunctionType) or fn is convolution_relu
     flat = _flat_params(call.params, lists_untouched)
