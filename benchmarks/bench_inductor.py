@@ -37,6 +37,7 @@ error: the time is then partly eager's), or "not built".
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import os
@@ -497,6 +498,15 @@ def _row_for(name: str, args, measure: dict) -> dict:
     return row
 
 
+def _measuring_caches(keep: str | None):
+    """The measuring process's cache folder: a new temporary one, or `keep` (--keep-caches), which
+    then holds the tuning choices and generated kernels afterwards."""
+    if keep is None:
+        return tempfile.TemporaryDirectory(prefix="bench_inductor_")
+    os.makedirs(keep, exist_ok=True)
+    return contextlib.nullcontext(keep)
+
+
 def measure_in_one_process(names: list[str], args):
     """Rows of `names`, measured by one child process (--one-process), yielded as they finish
     (read from the rows file the child appends to; a child that dies or times out ends the list,
@@ -506,7 +516,7 @@ def measure_in_one_process(names: list[str], args):
     spec = {"device": args.device, "dtype": args.dtype, "quick": args.quick, "backend": args.backend,
             "repeat": args.repeat, "round_s": 0.01 if args.quick else 0.03, "threads": args.threads,
             "mode": args.mode, "task": "measure_all", "workloads": names}
-    with tempfile.TemporaryDirectory(prefix="bench_inductor_") as cache:
+    with _measuring_caches(args.keep_caches) as cache:
         spec["rows_file"] = os.path.join(cache, "rows.jsonl")
         done: dict = {}
         worker = threading.Thread(
@@ -555,6 +565,8 @@ def main(argv=None) -> dict:
                         "are first calls in that process, after the workloads before)")
     parser.add_argument("--bandwidth-only", action="store_true", help="run only the bandwidth micro-suite")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per child process")
+    parser.add_argument("--keep-caches", metavar="DIR",
+                        help="with --one-process: the measuring process's caches go here and stay")
     parser.add_argument("--out", help="write the markdown table here (default: results/ for full runs only)")
     parser.add_argument("--complete-cold", metavar="JSON",
                         help="finish a cut --one-process run: the cold processes its table lacks")

@@ -23,7 +23,7 @@ from torchsmith.inductor.triton.writer import (
 )
 from torchsmith.ir.codegen_text import python_comment
 
-POINTWISE_CONFIGS = ((1024, 4), (512, 4), (2048, 8))  # (XBLOCK, num_warps)
+POINTWISE_CONFIGS = ((512, 4), (2048, 8))  # (XBLOCK, num_warps)
 TILE_CONFIGS = ((32, 32, 4), (64, 64, 8), (16, 128, 4))  # (YBLOCK, XBLOCK, num_warps)
 # A y dim shorter than this would leave most rows of a tile masked: its tiles take the leading dims.
 MIN_TILE_Y = 16

@@ -36,7 +36,7 @@ SPLITTABLE = ("sum", "prod", "max", "min")
 # Row reductions (contiguous along the reduced dim) run one row a program: split until about this
 # many (piece, output) rows, pieces of at least ROW_CHUNK elements; rows shorter than MIN_ROW stay.
 ROW_TARGET, ROW_CHUNK, MIN_ROW = 2048, 4096, 8192
-# Column walks (triton_reduction.COLUMN_CONFIGS) put 32-256 output columns in a program: split until
+# Column walks (triton_reduction.COLUMN_CONFIGS) put 32-512 output columns in a program: split until
 # about this many (piece, column) pairs, pieces of at least COLUMN_CHUNK rows: enough programs to
 # fill the GPU. Past a few hundred programs of 64 columns, more pieces only add partial sums to
 # write and read.
