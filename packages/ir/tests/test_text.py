@@ -602,3 +602,13 @@ def test_number_subclasses_print_as_plain_numbers():
 
     assert format_arg(np.float64(0.1)) == "0.1" and format_arg(Color.RED) == "3"
     assert format_arg(complex(np.float64(1.5), 2)) == "complex(1.5, 2.0)"
+
+
+def test_with_input_types_retypes_an_input_wherever_it_is_read():
+    graph = Graph.parse("graph g(%x: f32[3] cpu, %s: f32[] cpu):\n"
+                        "  %y: f32[3] cpu = aten.mul.Tensor(%x, %s)\n  return (%y, %s)\n")
+    cuda = graph.inputs[1].type.replace(device="cuda:0")
+    retyped = graph.with_input_types({"s": cuda})
+    assert retyped.inputs[1].type == cuda and retyped.inputs[0] == graph.inputs[0]
+    assert retyped.nodes[0].args[1].type == cuda and retyped.outputs[1].type == cuda
+    assert graph.with_input_types({}) is graph

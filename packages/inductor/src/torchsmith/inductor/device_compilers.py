@@ -208,23 +208,14 @@ def with_input_strides(graph: Graph, example_inputs) -> Graph:
     differ. The backward's saved tensors come from the compiled forward, whose outputs may be laid
     out otherwise than the trace on meta tensors predicted (a permuted view of a contiguous buffer);
     the backward is compiled for the layouts it will really get."""
-    renamed: dict[str, Value] = {}
+    types = {}
     for value, x in zip(graph.inputs, example_inputs):
         t = value.type
         if not isinstance(t, TensorType) or not isinstance(x, torch.Tensor) or t.free_symbols:
             continue
-        if _same_layout(t.shape, x.stride(), t.strides):
-            continue
-        renamed[value.name] = Value(value.name, t.replace(strides=tuple(x.stride())))
-    if not renamed:
-        return graph
-    swap = lambda v: renamed.get(v.name, v)  # noqa: E731
-    nodes = tuple(
-        node.replace(args=map_arg(node.args, swap), kwargs=map_arg(node.kwargs, swap)) for node in graph.nodes
-    )
-    return graph.replace(
-        inputs=tuple(swap(v) for v in graph.inputs), nodes=nodes, outputs=tuple(map_arg(graph.outputs, swap))
-    )
+        if not _same_layout(t.shape, x.stride(), t.strides):
+            types[value.name] = t.replace(strides=tuple(x.stride()))
+    return graph.with_input_types(types)
 
 
 def check_backward(graph: Graph) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from torchsmith.ir import Graph, TensorType, Value
-from torchsmith.ir.graph import iter_values, map_arg
+from torchsmith.ir.graph import iter_values
 
 
 @dataclass(frozen=True)
@@ -50,23 +50,15 @@ def move_host_inputs(graph: Graph) -> MovedInputs:
         return MovedInputs(graph, (), "cpu")
     users = graph.users()
     returned = {v.name for v in iter_values(graph.outputs)}
-    renamed: dict[str, Value] = {}
-    positions = []
+    types, positions = {}, []
     for k, value in enumerate(graph.inputs):
         t = value.type
         if isinstance(t, TensorType) and t.device == "cpu" and _movable(
             value, users.get(value.name, []), returned, device
         ):
-            renamed[value.name] = Value(value.name, t.replace(device=device))
+            types[value.name] = t.replace(device=device)
             positions.append(k)
-    if not renamed:
-        return MovedInputs(graph, (), device)
-    swap = lambda v: renamed.get(v.name, v)  # noqa: E731
-    nodes = tuple(
-        node.replace(args=map_arg(node.args, swap), kwargs=map_arg(node.kwargs, swap)) for node in graph.nodes
-    )
-    return MovedInputs(graph.replace(inputs=tuple(swap(v) for v in graph.inputs), nodes=nodes),
-                       tuple(positions), device)
+    return MovedInputs(graph.with_input_types(types), tuple(positions), device)
 
 
 def moved(inputs, positions, device) -> list:

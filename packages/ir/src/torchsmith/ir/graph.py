@@ -191,6 +191,19 @@ class Graph:
         """Map from value name to the node that defines it (inputs are absent)."""
         return {v.name: node for node in self.nodes for v in node.outputs}
 
+    def with_input_types(self, types: dict[str, Type]) -> "Graph":
+        """This graph with the inputs named in `types` given those types, in every node reading them."""
+        if not types:
+            return self
+        retyped = {v.name: Value(v.name, types[v.name]) for v in self.inputs if v.name in types}
+        swap = lambda v: retyped.get(v.name, v)  # noqa: E731
+        nodes = tuple(
+            node.replace(args=map_arg(node.args, swap), kwargs=map_arg(node.kwargs, swap))
+            for node in self.nodes
+        )
+        return self.replace(inputs=tuple(swap(v) for v in self.inputs), nodes=nodes,
+                            outputs=tuple(map_arg(self.outputs, swap)))
+
     def users(self) -> dict[str, list[Node]]:
         """Map from value name to the nodes that read it, in graph order."""
         result: dict[str, list[Node]] = {v.name: [] for v in self.values()}
