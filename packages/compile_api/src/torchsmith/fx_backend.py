@@ -1,7 +1,7 @@
-"""Backends written for `torch.compile` (fx backends) plugged into `torchsmith.compile`.
+"""Backends written against torch.fx (fx backends) plugged into `torchsmith.compile`.
 
 An fx backend is `fx_compiler(gm: torch.fx.GraphModule, example_inputs: list) -> callable`, the
-signature `torch.compile(backend=...)` accepts. `fx_backend(fx_compiler)` turns one into a
+signature PyTorch's own compiler takes backends in. `fx_backend(fx_compiler)` turns one into a
 torchsmith backend: each captured graph is converted with `torchsmith.ir.to_fx` (placeholders named
 after the graph inputs, parameters and buffers lifted to inputs, nodes calling the eager function
 the `torch.*` op names) and handed to `fx_compiler`; the callable it returns runs the graph.

@@ -74,6 +74,9 @@ class _Recording:
     outputs: list  # the recording's outputs; None where the output is written back into an input
     lent: tuple  # (position, uses of its storage with none lent out) of each output returned as it is
 
+    def __post_init__(self):
+        self.lent_positions = frozenset(j for j, _ in self.lent)
+
     def serves(self, inputs) -> bool:
         return all(inputs[k].data_ptr() == address for k, address in self.in_place)
 
@@ -172,7 +175,7 @@ class CudaGraphRunner:
             static.copy_(inputs[k])
         recording.graph.replay()
         self.replays += 1
-        lent = {j for j, _ in recording.lent}
+        lent = recording.lent_positions
         return [inputs[self.written_back[j]] if out is None else out.detach() if j in lent else out.clone()
                 for j, out in enumerate(recording.outputs)]
 
